@@ -1,0 +1,13 @@
+"""Op semantics: TDL descriptions of TensorFlow ops and the strategies derived from them.
+
+Importing this package registers every description (``math_ops``, ``nn_ops``,
+``array_ops``).  Use :func:`semantics_of` to describe one op and
+``analysis.strategies`` to derive its partition strategies.
+"""
+
+from tf_tofu.opdefs import array_ops, math_ops, nn_ops  # noqa: F401  (registration)
+from tf_tofu.opdefs.analysis import OpFacts, facts, strategies, strategy_for
+from tf_tofu.opdefs.description import (DescriptionError, OpContext, Semantics,
+                                        ShardSpec, TensorInfo, WorkerView)
+from tf_tofu.opdefs.registry import described_op_types, describe, lookup, semantics_of
+from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut, InputNeed, State, Strategy

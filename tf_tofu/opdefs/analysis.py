@@ -1,0 +1,313 @@
+"""Symbolic interval analysis: from a TDL description to partition strategies.
+
+TOFU.md section 4.  Every index variable ``v`` ranges over ``[0, V)``.  To cut
+``v`` n ways, worker ``w`` takes ``v`` in its block ``[lo_w, hi_w)`` (see
+``regions.block``) while every other variable keeps its full range.  Each
+access ``T[e_1, ..., e_r]`` then reaches, on dim ``d``, the interval
+
+    [min e_d, max e_d]  over  v in [lo_w, hi_w - 1], u in [0, U - 1] (u != v),
+
+computed exactly by interval arithmetic on the affine (and monotone division)
+expressions.  A worker's region of ``T`` is the hull of its accesses, clamped
+to the tensor (a guarded access reads pad values outside; the amount clamped
+off is the padding the worker's sub-op must supply).
+
+The strategy's outputs follow from where ``v`` occurs:
+
+* ``v`` indexes output dim ``d`` (as the major variable of that dim): the
+  output is ``Cut(d)``, provided the worker blocks of ``v`` map onto the
+  canonical blocks of the dim;
+* ``v`` is reduced in the output and the output is *linear* in that sum
+  (only sums, negation, and products or quotients by ``v``-free factors lie
+  between the output and the reducer): the output is ``PARTIAL``;
+* ``v`` does not occur in the output: ``REP``.
+
+Any other combination (``v`` under Max, Exp of a sum, an opaque variable) is
+not a strategy.  The op's element-wise-ness, reduction variables and
+cuttable dims are read off the same description (:func:`facts`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+from tf_tofu.opdefs import tdl
+from tf_tofu.opdefs.description import DescriptionError, Semantics, WorkerView
+from tf_tofu.opdefs.regions import Interval, Region, block, cut_region
+from tf_tofu.opdefs.strategy import (PARTIAL, REP, Cut, InputNeed, State,
+                                     Strategy)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpFacts:
+  """What the description says about an op, independent of n."""
+
+  output_vars: tuple[str, ...]
+  reduction_vars: tuple[str, ...]
+  opaque_vars: tuple[str, ...]
+  elementwise: bool
+  cuttable_dims: tuple[tuple[int, ...], ...]  # per output, the dims some strategy cuts
+
+
+def all_vars(sem: Semantics) -> tuple[tdl.Var, ...]:
+  """Every index variable of the description, output variables first, in order."""
+  seen: dict[str, tdl.Var] = {}
+
+  def add(v: tdl.Var):
+    if v.name in seen and seen[v.name] != v:
+      raise sem.op.fail(f"two index variables are named {v.name!r} "
+                        f"(extents {seen[v.name].extent} and {v.extent})")
+    seen.setdefault(v.name, v)
+
+  for out in sem.outputs:
+    for v in out.output_vars():
+      add(v)
+  for out in sem.outputs:
+    for node in tdl.walk(out.body):
+      if isinstance(node, tdl.Reduce):
+        for v in node.vars:
+          add(v)
+      elif isinstance(node, tdl.Access):
+        for v in sorted(node.vars(), key=lambda x: x.name):
+          add(v)
+  return tuple(seen.values())
+
+
+def _opaque_vars(sem: Semantics) -> set:
+  return {v for out in sem.outputs for node in tdl.walk(out.body)
+          if isinstance(node, tdl.Opaque) for v in node.over}
+
+
+def _references(value: tdl.Value, v: tdl.Var) -> bool:
+  for node in tdl.walk(value):
+    if isinstance(node, tdl.Access) and v in node.vars():
+      return True
+    if isinstance(node, tdl.Reduce) and v in node.vars:
+      return True
+    if isinstance(node, tdl.Opaque) and v in node.over:
+      return True
+  return False
+
+
+def _linear_in_sum(value: tdl.Value, v: tdl.Var) -> bool:
+  """True when cutting reduction variable ``v`` leaves ``value`` a sum of partials."""
+  if isinstance(value, tdl.Reduce):
+    if v in value.vars:
+      return value.reducer == "sum"
+    return value.reducer == "sum" and _linear_in_sum(value.body, v)
+  if isinstance(value, tdl.Apply):
+    refs = [_references(a, v) for a in value.args]
+    if value.fn in ("add", "sub"):
+      return all(refs) and all(_linear_in_sum(a, v) for a in value.args)
+    if value.fn == "neg":
+      return _linear_in_sum(value.args[0], v)
+    if value.fn == "mul":
+      return sum(refs) == 1 and all(_linear_in_sum(a, v)
+                                    for a, r in zip(value.args, refs) if r)
+    if value.fn == "div":
+      return refs[0] and not refs[1] and _linear_in_sum(value.args[0], v)
+  return False
+
+
+def _full_env(vars_: tuple[tdl.Var, ...]) -> dict:
+  return {v: (0, v.extent - 1) for v in vars_}
+
+
+def _access_bounds(acc: tdl.Access, env: dict) -> list[tuple[int, int]]:
+  """Unclamped inclusive range of every dim of one access."""
+  out = []
+  for d, e in enumerate(acc.index):
+    out.append((0, acc.shape[d] - 1) if isinstance(e, tdl._Full) else e.interval(env))
+  return out
+
+
+def check_bounds(sem: Semantics) -> None:
+  """Raises if an unguarded access can leave its input over the full ranges."""
+  vars_ = all_vars(sem)
+  env = _full_env(vars_)
+  for k, out in enumerate(sem.outputs):
+    for acc in tdl.accesses(out.body):
+      if acc.guarded or any(v.extent == 0 for v in acc.vars()):
+        continue
+      for d, (lo, hi) in enumerate(_access_bounds(acc, env)):
+        if lo < 0 or hi >= acc.shape[d]:
+          raise sem.op.fail(
+              f"output {k}: unguarded access {acc!r} reaches [{lo}, {hi}] on dim {d} of "
+              f"an input of size {acc.shape[d]}; guard it with .at(...) or fix the index")
+
+
+def _output_state(out: tdl.Output, v: tdl.Var, n: int) -> Optional[tuple[State, tuple]]:
+  """The output's state under cutting ``v`` and, for a cut, the worker ranges on its dim."""
+  hits = [d for d, dim in enumerate(out.dims) if v in dim]
+  if len(hits) > 1:
+    return None
+  if hits:
+    d = hits[0]
+    dim = out.dims[d]
+    pos = dim.index(v)
+    if any(u.extent != 1 for u in dim[:pos]):
+      return None  # a minor variable of a composite dim gives strided pieces
+    stride = math.prod(u.extent for u in dim[pos + 1:])
+    size = out.shape[d]
+    ranges = []
+    for w in range(n):
+      lo, hi = block(v.extent, n, w)
+      if (lo * stride, hi * stride) != block(size, n, w):
+        return None  # blocks of v do not land on the dim's canonical blocks
+      ranges.append((lo * stride, hi * stride))
+    return Cut(d), tuple(ranges)
+  if _references(out.body, v):
+    return (PARTIAL, ()) if _linear_in_sum(out.body, v) else None
+  return REP, ()
+
+
+def strategy_for(sem: Semantics, var: tdl.Var, n: int,
+                 vars_: Optional[tuple[tdl.Var, ...]] = None) -> Optional[Strategy]:
+  """The strategy that cuts ``var`` n ways, or None if cutting it is not sound."""
+  vars_ = vars_ if vars_ is not None else all_vars(sem)
+  if var.extent < n or var in _opaque_vars(sem):
+    return None
+  out_states: list[State] = []
+  out_ranges: list[tuple] = []
+  for out in sem.outputs:
+    got = _output_state(out, var, n)
+    if got is None:
+      return None
+    out_states.append(got[0])
+    out_ranges.append(got[1])
+  kind = "output" if any(isinstance(s, Cut) for s in out_states) else "reduce"
+  op = sem.op
+  n_inputs = len(op.inputs)
+  accs: dict[int, list[tdl.Access]] = {}
+  for out in sem.outputs:
+    for acc in tdl.accesses(out.body):
+      accs.setdefault(acc.input, []).append(acc)
+
+  workers = []
+  regions_per_input: dict[int, list[Region]] = {i: [] for i in range(n_inputs)}
+  for w in range(n):
+    lo, hi = block(var.extent, n, w)
+    env = _full_env(vars_)
+    env[var] = (lo, hi - 1)
+    in_regions: list[Optional[Region]] = []
+    in_pads: list = []
+    for i in range(n_inputs):
+      shape = op.inputs[i].shape
+      if i in sem.meta_inputs and i not in accs:
+        in_regions.append(None)
+        in_pads.append(None)
+        continue
+      if i not in accs:  # replicated
+        in_regions.append(Region.whole(shape))
+        in_pads.append(tuple((0, 0) for _ in shape))
+        continue
+      raw = None
+      for acc in accs[i]:
+        b = _access_bounds(acc, env)
+        raw = b if raw is None else [(min(a[0], c[0]), max(a[1], c[1]))
+                                     for a, c in zip(raw, b)]
+      clamped, pads = [], []
+      for d, (a, b) in enumerate(raw):
+        iv = Interval(a, b + 1).clamp(shape[d])
+        clamped.append(iv)
+        pads.append((max(0, -a), max(0, b + 1 - shape[d])) if not iv.empty else (0, 0))
+      region = Region(tuple(clamped))
+      in_regions.append(region)
+      in_pads.append(tuple(pads))
+      regions_per_input[i].append(region)
+    outs = []
+    for out, st, rng in zip(sem.outputs, out_states, out_ranges):
+      if isinstance(st, Cut):
+        ivs = list(Region.whole(out.shape).intervals)
+        ivs[st.dim] = Interval(*rng[w])
+        outs.append(Region(tuple(ivs)))
+      else:
+        outs.append(Region.whole(out.shape))
+    workers.append(WorkerView(w=w, n=n, var=var.name, var_block=(lo, hi),
+                              var_extent=var.extent, input_regions=tuple(in_regions),
+                              input_padding=tuple(in_pads), output_regions=tuple(outs)))
+
+  needs: list[Optional[InputNeed]] = []
+  for i in range(n_inputs):
+    regs = regions_per_input[i]
+    if not regs and i in sem.meta_inputs:
+      needs.append(None)
+      continue
+    if i not in accs:
+      regs = [Region.whole(op.inputs[i].shape)] * n
+    needs.append(InputNeed(_classify(regs, op.inputs[i].shape, n), tuple(regs)))
+  return Strategy(var=var.name, kind=kind, n=n, inputs=tuple(needs),
+                  outputs=tuple(out_states), workers=tuple(workers))
+
+
+def _classify(regions: list[Region], shape: tuple[int, ...], n: int):
+  if all(r.is_whole(shape) for r in regions):
+    return REP
+  for d in range(len(shape)):
+    if all(r == cut_region(shape, d, n, w) for w, r in enumerate(regions)):
+      return Cut(d)
+  return None
+
+
+def strategies(sem: Semantics, n: int) -> tuple[Strategy, ...]:
+  """Every sound strategy cutting one index variable of ``sem`` n ways (n >= 2).
+
+  The replicated execution (every worker runs the whole op) is always valid
+  and is not listed here; the search adds it.
+  """
+  if n < 2:
+    raise ValueError(f"strategies are for n >= 2 workers, got n={n}")
+  check_bounds(sem)
+  vars_ = all_vars(sem)
+  out = []
+  for v in vars_:
+    s = strategy_for(sem, v, n, vars_)
+    if s is not None:
+      out.append(s)
+  return tuple(out)
+
+
+def _is_elementwise(sem: Semantics) -> bool:
+  first = sem.outputs[0].dims if sem.outputs else ()
+  for out in sem.outputs:
+    if out.dims != first or any(len(d) != 1 for d in out.dims):
+      return False
+    dims = [d[0] for d in out.dims]
+    for node in tdl.walk(out.body):
+      if isinstance(node, (tdl.Reduce, tdl.Opaque)):
+        return False
+      if isinstance(node, tdl.Access):
+        offset = len(dims) - len(node.index)
+        if offset < 0:
+          return False
+        for d, e in enumerate(node.index):
+          if isinstance(e, tdl._Full):
+            return False
+          own = dims[offset + d]
+          if e.terms == ((own, 1),) and e.const == 0:
+            continue
+          if not e.terms and e.const == 0 and node.shape[d] == 1:
+            continue  # broadcast of a size-1 dim
+          return False
+  return True
+
+
+def facts(sem: Semantics) -> OpFacts:
+  """Element-wise-ness, reduction variables and cuttable dims, read off the lambda."""
+  vars_ = all_vars(sem)
+  out_vars = {v for o in sem.outputs for v in o.output_vars()}
+  opaque = _opaque_vars(sem)
+  cuttable: list[set] = [set() for _ in sem.outputs]
+  for v in vars_:
+    s = strategy_for(sem, v, 2, vars_)
+    for k, st in enumerate(s.outputs if s else ()):
+      if isinstance(st, Cut):
+        cuttable[k].add(st.dim)
+  return OpFacts(
+      output_vars=tuple(v.name for v in vars_ if v in out_vars),
+      reduction_vars=tuple(v.name for v in vars_ if v not in out_vars),
+      opaque_vars=tuple(sorted(v.name for v in opaque)),
+      elementwise=_is_elementwise(sem),
+      cuttable_dims=tuple(tuple(sorted(c)) for c in cuttable))

@@ -1,0 +1,3 @@
+"""Descriptions of TensorFlow's array ops: reshapes, slices, concatenation, gathers."""
+
+from __future__ import annotations

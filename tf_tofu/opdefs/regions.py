@@ -1,0 +1,127 @@
+"""Intervals, boxes and the canonical n-way split of a dimension.
+
+A dimension of size ``D`` cut ``n`` ways is split like ``numpy.array_split``:
+the first ``D mod n`` blocks hold ``ceil(D / n)`` elements and the rest hold
+``floor(D / n)``, so worker ``w`` owns the half-open range
+
+    [w * q + min(w, r), (w + 1) * q + min(w + 1, r)),   q = D // n, r = D % n.
+
+Every module that talks about "block w of n" uses :func:`block`, so the
+search's cost model, the op analysis and the rewrite agree on the boundaries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Sequence
+
+
+def block(size: int, n: int, w: int) -> tuple[int, int]:
+  """Returns the half-open range ``[lo, hi)`` that worker ``w`` of ``n`` owns."""
+  if n < 1:
+    raise ValueError(f"cannot split into n={n} blocks; n must be >= 1")
+  if not 0 <= w < n:
+    raise ValueError(f"worker {w} is not one of the {n} workers")
+  q, r = divmod(size, n)
+  return w * q + min(w, r), (w + 1) * q + min(w + 1, r)
+
+
+def block_sizes(size: int, n: int) -> tuple[int, ...]:
+  """Sizes of the ``n`` blocks of a dimension of ``size`` elements."""
+  return tuple(hi - lo for lo, hi in (block(size, n, w) for w in range(n)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+  """The half-open integer range ``[lo, hi)``; empty when ``hi <= lo``."""
+
+  lo: int
+  hi: int
+
+  def __post_init__(self):
+    if not isinstance(self.lo, int) or not isinstance(self.hi, int):
+      raise TypeError(f"Interval bounds must be ints, got {self.lo!r}, {self.hi!r}")
+
+  @property
+  def size(self) -> int:
+    return max(0, self.hi - self.lo)
+
+  @property
+  def empty(self) -> bool:
+    return self.hi <= self.lo
+
+  def clamp(self, size: int) -> "Interval":
+    """The part of this interval that lies inside ``[0, size)``."""
+    lo, hi = max(0, self.lo), min(size, self.hi)
+    return Interval(lo, max(lo, hi)) if lo < size else Interval(size, size)
+
+  def hull(self, other: "Interval") -> "Interval":
+    """Smallest interval containing both (an empty side is ignored)."""
+    if self.empty:
+      return other
+    if other.empty:
+      return self
+    return Interval(min(self.lo, other.lo), max(self.hi, other.hi))
+
+  def intersect(self, other: "Interval") -> "Interval":
+    lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)
+    return Interval(lo, max(lo, hi))
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+  """A box: one :class:`Interval` per dimension of a tensor."""
+
+  intervals: tuple[Interval, ...]
+
+  @classmethod
+  def whole(cls, shape: Sequence[int]) -> "Region":
+    return cls(tuple(Interval(0, int(d)) for d in shape))
+
+  @classmethod
+  def of(cls, bounds: Iterable[tuple[int, int]]) -> "Region":
+    return cls(tuple(Interval(int(lo), int(hi)) for lo, hi in bounds))
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    return tuple(iv.size for iv in self.intervals)
+
+  @property
+  def volume(self) -> int:
+    v = 1
+    for iv in self.intervals:
+      v *= iv.size
+    return v
+
+  @property
+  def rank(self) -> int:
+    return len(self.intervals)
+
+  def slices(self) -> tuple[slice, ...]:
+    """Numpy-style slices that cut this box out of the whole tensor."""
+    return tuple(slice(iv.lo, iv.hi) for iv in self.intervals)
+
+  def intersect(self, other: "Region") -> "Region":
+    _check_rank(self, other)
+    return Region(tuple(a.intersect(b) for a, b in zip(self.intervals, other.intervals)))
+
+  def hull(self, other: "Region") -> "Region":
+    _check_rank(self, other)
+    return Region(tuple(a.hull(b) for a, b in zip(self.intervals, other.intervals)))
+
+  def is_whole(self, shape: Sequence[int]) -> bool:
+    return self == Region.whole(shape)
+
+
+def _check_rank(a: Region, b: Region) -> None:
+  if a.rank != b.rank:
+    raise ValueError(f"regions of rank {a.rank} and {b.rank} cannot be combined")
+
+
+def cut_region(shape: Sequence[int], dim: int, n: int, w: int) -> Region:
+  """Worker ``w``'s block of a tensor of ``shape`` cut ``n`` ways along ``dim``."""
+  if not 0 <= dim < len(shape):
+    raise ValueError(f"dim {dim} is out of range for shape {tuple(shape)}")
+  ivs = [Interval(0, int(d)) for d in shape]
+  ivs[dim] = Interval(*block(int(shape[dim]), n, w))
+  return Region(tuple(ivs))
