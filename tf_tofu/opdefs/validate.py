@@ -159,7 +159,10 @@ def check_case(case: Case, worker_counts=WORKER_COUNTS, describer=None) -> CaseR
       res.strategies[n] = [str(s) for s in strats]
       for s in strats:
         res.checked += 1
-        msg = run_strategy(sem, s, values, reference)
+        try:
+          msg = run_strategy(sem, s, values, reference)
+        except Exception as e:  # the kernel rejected a worker's sub-op: a wrong description
+          msg = f"worker sub-op failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
         if msg:
           res.mismatches.append(f"n={n} {s}: {msg}")
   except Exception as e:  # a crash is a failure of the description, reported as such

@@ -1,0 +1,54 @@
+"""Tests for tf_tofu.opdefs.regions: canonical blocks, intervals, boxes."""
+
+from absl.testing import absltest, parameterized
+
+from tf_tofu.opdefs.regions import Interval, Region, block, block_sizes, cut_region
+
+
+class BlockTest(parameterized.TestCase):
+
+  @parameterized.parameters((10, 3), (7, 4), (8, 8), (3, 2), (1, 1), (0, 2))
+  def test_blocks_tile_the_dim_like_array_split(self, size, n):
+    bounds = [block(size, n, w) for w in range(n)]
+    self.assertEqual(bounds[0][0], 0)
+    self.assertEqual(bounds[-1][1], size)
+    for (_, hi), (lo, _) in zip(bounds, bounds[1:]):
+      self.assertEqual(hi, lo)
+    sizes = block_sizes(size, n)
+    self.assertLessEqual(max(sizes) - min(sizes), 1)
+    self.assertEqual(list(sizes), sorted(sizes, reverse=True))
+
+  def test_known_uneven_split(self):
+    self.assertEqual(block_sizes(10, 4), (3, 3, 2, 2))
+    self.assertEqual(block(10, 4, 2), (6, 8))
+
+  def test_bad_worker_raises(self):
+    with self.assertRaisesRegex(ValueError, "worker 3"):
+      block(10, 3, 3)
+    with self.assertRaisesRegex(ValueError, "n=0"):
+      block(10, 0, 0)
+
+
+class IntervalRegionTest(absltest.TestCase):
+
+  def test_clamp_hull_intersect(self):
+    self.assertEqual(Interval(-2, 5).clamp(4), Interval(0, 4))
+    self.assertTrue(Interval(6, 9).clamp(4).empty)
+    self.assertEqual(Interval(0, 2).hull(Interval(5, 6)), Interval(0, 6))
+    self.assertEqual(Interval(3, 3).hull(Interval(5, 6)), Interval(5, 6))
+    self.assertEqual(Interval(0, 4).intersect(Interval(2, 9)), Interval(2, 4))
+
+  def test_region_volume_and_slices(self):
+    r = cut_region((10, 6), 0, 4, 1)
+    self.assertEqual(r.shape, (3, 6))
+    self.assertEqual(r.volume, 18)
+    self.assertEqual(r.slices(), (slice(3, 6), slice(0, 6)))
+    self.assertTrue(Region.whole((2, 3)).is_whole((2, 3)))
+
+  def test_rank_mismatch_raises(self):
+    with self.assertRaisesRegex(ValueError, "rank"):
+      Region.whole((2,)).hull(Region.whole((2, 3)))
+
+
+if __name__ == "__main__":
+  absltest.main()
