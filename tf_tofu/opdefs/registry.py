@@ -49,3 +49,56 @@ def semantics_of(op: OpContext) -> Optional[Semantics]:
   """
   fn = lookup(op.op_type)
   return fn(op) if fn else None
+
+
+def _freeze(x):
+  """A hashable, order-stable form of an attribute or constant value."""
+  import numpy as np
+  if isinstance(x, np.ndarray):
+    return ("nd", x.dtype.str, x.shape, x.tobytes())
+  if isinstance(x, dict):
+    return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+  if isinstance(x, (list, tuple)):
+    return tuple(_freeze(v) for v in x)
+  return x
+
+
+def context_key(op: OpContext) -> tuple:
+  """What a description depends on: type, attributes, input and output facts."""
+  return (op.op_type, _freeze(dict(op.attrs)),
+          tuple((t.shape, t.dtype, None if t.value is None else _freeze(t.value))
+                for t in op.inputs),
+          tuple((t.shape, t.dtype) for t in op.outputs))
+
+
+class Describer:
+  """Applies descriptions with a cache keyed by :func:`context_key`.
+
+  Ops of identical type, attributes and shapes (the repeated blocks of a
+  model, the equal shards of a cut) share one Semantics and one analysis.
+  The cache belongs to the Describer object, never to the module.
+  """
+
+  def __init__(self):
+    self._cache: dict = {}
+    self.hits = 0
+
+  def __call__(self, op: OpContext):
+    """Returns ``(semantics or None, reason or None)`` for ``op``."""
+    from tf_tofu.opdefs.description import DescriptionError
+    key = context_key(op)
+    got = self._cache.get(key)
+    if got is not None:
+      self.hits += 1
+      sem, reason, first = got
+      return sem, (reason.replace(repr(first), repr(op.name)) if reason else None)
+    fn = lookup(op.op_type)
+    if fn is None:
+      got = (None, f"no description for {op.op_type}")
+    else:
+      try:
+        got = (fn(op), None)
+      except DescriptionError as e:
+        got = (None, str(e))
+    self._cache[key] = (*got, op.name)
+    return got

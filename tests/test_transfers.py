@@ -1,0 +1,88 @@
+"""Tests for tf_tofu.transfers: piece-by-piece conversions match TOFU's cost table."""
+
+from absl.testing import absltest, parameterized
+
+from tf_tofu import tiling, transfers
+from tf_tofu.opdefs.regions import Region
+from tf_tofu.opdefs.strategy import REP, Cut
+
+SHAPE = (8, 6)
+S = 48  # elements
+
+
+def held(layout, factors):
+  return tiling.held_regions(SHAPE, layout, factors)
+
+
+def elements(pieces):
+  return sum(p.elements for p in pieces)
+
+
+class GatherTest(parameterized.TestCase):
+
+  @parameterized.parameters(2, 3, 4)
+  def test_one_level_table(self, n):
+    f = (n,)
+    cut0, cut1, rep = held([Cut(0)], f), held([Cut(1)], f), held([REP], f)
+    self.assertEqual(elements(transfers.gather(cut0, cut0, f)), 0)
+    # cut(d) -> cut(d'): S (n-1)/n, exactly when n divides both dims.
+    self.assertEqual(elements(transfers.gather(cut0, cut1, f)),
+                     S - sum(a.intersect(b).volume for a, b in zip(cut0, cut1)))
+    if n in (2,):
+      self.assertEqual(elements(transfers.gather(cut0, cut1, f)), S * (n - 1) // n)
+    self.assertEqual(elements(transfers.gather(cut0, rep, f)), S * (n - 1))
+    self.assertEqual(elements(transfers.gather(rep, cut1, f)), 0)
+
+  def test_pieces_come_from_the_nearest_replica(self):
+    f = (2, 2)
+    have = held([Cut(0), REP], f)  # devices 0, 1 hold rows 0-3; 2, 3 rows 4-7
+    need = [Region.whole(SHAPE)] * 4
+    pieces = transfers.gather(have, need, f)
+    self.assertEqual(sorted((p.src, p.dst) for p in pieces), [(0, 2), (0, 3), (2, 0), (2, 1)])
+
+  def test_two_level_layout_partitions(self):
+    f = (2, 2)
+    regions = held([Cut(0), Cut(1)], f)
+    self.assertEqual([r.shape for r in regions], [(4, 3)] * 4)
+    self.assertEqual(regions[1], Region.of([(0, 4), (3, 6)]))
+    self.assertEqual(regions[2], Region.of([(4, 8), (0, 3)]))
+
+  def test_overlapping_boxes_rejected(self):
+    with self.assertRaisesRegex(ValueError, "overlap"):
+      transfers.gather([Region.of([(0, 5), (0, 6)]), Region.of([(3, 8), (0, 6)])],
+                       [Region.whole(SHAPE), None], (2,))
+
+
+class ReduceTest(parameterized.TestCase):
+
+  @parameterized.parameters(2, 3, 4)
+  def test_partial_to_cut_and_rep(self, n):
+    f = (n,)
+    produced = [Region.whole(SHAPE)] * n
+    keys = [(w,) for w in range(n)]
+    to_cut = transfers.produce_into(produced, keys, held([Cut(0)], f), f)
+    self.assertEqual(elements(to_cut), S * (n - 1))
+    self.assertTrue(all(p.kind == transfers.REDUCE for p in to_cut))
+    to_rep = transfers.produce_into(produced, keys, held([REP], f), f)
+    self.assertEqual(elements(to_rep), 2 * S * (n - 1))
+
+  def test_cut_then_partial(self):
+    # Level 1 cuts the output rows, level 2 a reduction: pairs of devices hold addends.
+    f = (2, 2)
+    top, bottom = Region.of([(0, 4), (0, 6)]), Region.of([(4, 8), (0, 6)])
+    produced = [top, top, bottom, bottom]
+    keys = [(0,), (1,), (0,), (1,)]
+    stored = held([Cut(0), Cut(1)], f)
+    pieces = transfers.produce_into(produced, keys, stored, f)
+    self.assertEqual(elements(pieces), S)  # each pair reduce-scatters its half: 24 (2-1) x 2
+    self.assertEqual({(p.src, p.dst) for p in pieces}, {(0, 1), (1, 0), (2, 3), (3, 2)})
+
+  def test_replicas_are_not_summed(self):
+    f = (2,)
+    produced = [Region.whole(SHAPE)] * 2
+    pieces = transfers.produce_into(produced, [(), ()], held([Cut(0)], f), f)
+    self.assertEqual(elements(pieces), 0)
+
+
+if __name__ == "__main__":
+  absltest.main()

@@ -1,0 +1,196 @@
+"""From per-level decisions to per-device tiles: what every device holds and computes.
+
+Devices ``0..k-1`` are numbered in mixed radix over the level factors
+``(n_1, ..., n_L)``, level 1 most significant::
+
+    device = ((w_1 * n_2 + w_2) * n_3 + w_3) ...
+
+so the first cut separates ``{0..k/n_1-1}`` from the next ``k/n_1`` devices,
+and so on.
+
+*Tensors.*  A layout is one state per level.  The box that device ``(w_1..w_L)``
+holds starts as the whole tensor; at level ``l`` a ``Cut(d)`` keeps block
+``w_l`` of ``n_l`` of the current box along ``d`` and ``REP`` keeps the box.
+
+*Ops.*  A strategy is one decision per level: the name of the index variable
+to cut, ``"replicate"`` (every worker runs the whole sub-op) or ``"single"``
+(an op left whole: it runs once, on device 0).  Level ``l`` cuts the sub-op
+that level ``l - 1`` left to the worker: the op is re-described on the
+worker's shapes (with the shard hook's attributes and shape inputs), the
+variable is cut ``n_l`` ways, and regions are offset back to global
+coordinates.  An output that is ``PARTIAL`` at any level is a partial sum on
+the device; devices whose tiles differ only in such levels hold the addends.
+
+The search prices plans with these tiles and the rewrite builds sub-ops from
+them, so both see the same boxes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tf_tofu.opdefs import analysis
+from tf_tofu.opdefs.description import OpContext, Semantics, TensorInfo
+from tf_tofu.opdefs.regions import Interval, Region, block
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut, Partial, Rep, State
+
+REPLICATE = "replicate"
+SINGLE = "single"
+
+
+class TilingError(ValueError):
+  """A layout or strategy cannot be applied to this tensor or op."""
+
+
+def device_coords(device: int, factors: Sequence[int]) -> tuple[int, ...]:
+  """``(w_1, ..., w_L)`` of a device in mixed radix, level 1 most significant."""
+  out = []
+  for n in reversed(factors):
+    device, w = divmod(device, n)
+    out.append(w)
+  return tuple(reversed(out))
+
+
+def device_index(coords: Sequence[int], factors: Sequence[int]) -> int:
+  d = 0
+  for w, n in zip(coords, factors):
+    d = d * n + w
+  return d
+
+
+def num_devices(factors: Sequence[int]) -> int:
+  return math.prod(factors)
+
+
+def sub_block(iv: Interval, n: int, w: int) -> Interval:
+  """Block ``w`` of ``n`` of an interval (canonical split of its length)."""
+  lo, hi = block(iv.size, n, w)
+  return Interval(iv.lo + lo, iv.lo + hi)
+
+
+def held_region(shape: Sequence[int], layout: Sequence[State], factors: Sequence[int],
+                device: int) -> Region:
+  """The box of a tensor that ``device`` holds under ``layout``."""
+  if len(layout) != len(factors):
+    raise TilingError(f"layout {[str(s) for s in layout]} has {len(layout)} levels, the "
+                      f"plan has {len(factors)}")
+  ivs = [Interval(0, int(d)) for d in shape]
+  for state, n, w in zip(layout, factors, device_coords(device, factors)):
+    if isinstance(state, Cut):
+      if state.dim >= len(ivs):
+        raise TilingError(f"state {state} names a dim of a rank-{len(ivs)} tensor")
+      ivs[state.dim] = sub_block(ivs[state.dim], n, w)
+    elif not isinstance(state, Rep):
+      raise TilingError(f"a tensor is stored cut or replicated, not {state}")
+  return Region(tuple(ivs))
+
+
+def held_regions(shape, layout, factors) -> tuple[Region, ...]:
+  return tuple(held_region(shape, layout, factors, d) for d in range(num_devices(factors)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+  """What one device computes of one op.
+
+  ``inputs[i]`` is the global box of data input ``i`` the sub-op reads (None
+  for a constant shape input), ``outputs[o]`` the global box of output ``o``
+  it produces, ``partial_key[o]`` the worker indices at the levels where
+  output ``o`` is partial (empty: the value is final), ``context`` the
+  sub-op's own OpContext (shapes, attributes and constant inputs) and
+  ``output_scale`` the factor its outputs must be multiplied by.
+  """
+
+  device: int
+  inputs: tuple[Optional[Region], ...]
+  outputs: tuple[Region, ...]
+  partial_key: tuple[tuple[int, ...], ...]
+  context: OpContext
+  output_scale: tuple[float, ...]
+
+
+def _offset(region: Region, origin: Optional[Region]) -> Region:
+  if origin is None:
+    return region
+  return Region(tuple(Interval(o.lo + r.lo, o.lo + r.hi)
+                      for r, o in zip(region.intervals, origin.intervals)))
+
+
+def _sub_context(ctx: OpContext, view, spec) -> OpContext:
+  inputs = []
+  for i, info in enumerate(ctx.inputs):
+    if i in spec.meta_inputs:
+      value = np.asarray(spec.meta_inputs[i])
+      inputs.append(TensorInfo(tuple(value.shape), info.dtype, value))
+    elif view.input_regions[i] is None:
+      inputs.append(info)
+    else:
+      reg = view.input_regions[i]
+      value = None if info.value is None else np.asarray(info.value)[reg.slices()]
+      inputs.append(TensorInfo(reg.shape, info.dtype, value))
+  outputs = tuple(TensorInfo(r.shape, o.dtype) for r, o in zip(view.output_regions, ctx.outputs))
+  attrs = dict(ctx.attrs)
+  attrs.update(spec.attrs)
+  return OpContext(name=ctx.name, op_type=ctx.op_type, attrs=attrs, inputs=tuple(inputs),
+                   outputs=outputs)
+
+
+def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
+             describer: Describer) -> tuple[Optional[Tile], ...]:
+  """Per device, the tile of the op (None where the device runs no part of it)."""
+  k = num_devices(factors)
+  if len(strategy) != len(factors):
+    raise TilingError(f"op {ctx.name!r}: strategy {list(strategy)} has {len(strategy)} levels, "
+                      f"the plan has {len(factors)}")
+  whole_in = tuple(None if (ctx.inputs[i].value is not None and _is_meta(ctx, describer, i))
+                   else Region.whole(t.shape) for i, t in enumerate(ctx.inputs))
+  whole_out = tuple(Region.whole(t.shape) for t in ctx.outputs)
+  if SINGLE in strategy:
+    if any(s != SINGLE for s in strategy):
+      raise TilingError(f"op {ctx.name!r}: 'single' must hold at every level, got {list(strategy)}")
+    tile = Tile(0, whole_in, whole_out, tuple(() for _ in whole_out), ctx,
+                tuple(1.0 for _ in whole_out))
+    return (tile,) + (None,) * (k - 1)
+  tiles = []
+  for device in range(k):
+    coords = device_coords(device, factors)
+    cur_ctx, ins, outs = ctx, whole_in, whole_out
+    keys = [[] for _ in whole_out]
+    scale = [1.0 for _ in whole_out]
+    for level, (choice, n, w) in enumerate(zip(strategy, factors, coords)):
+      if choice == REPLICATE:
+        continue
+      sem, reason = describer(cur_ctx)
+      if sem is None:
+        raise TilingError(f"op {ctx.name!r}: cannot cut {choice!r} at level {level + 1}: {reason}")
+      var = next((v for v in analysis.all_vars(sem) if v.name == choice), None)
+      strat = analysis.strategy_for(sem, var, n) if var is not None else None
+      if strat is None:
+        shapes = [list(t.shape) for t in cur_ctx.inputs]
+        raise TilingError(
+            f"op {ctx.name!r} ({ctx.op_type}): index variable {choice!r} cannot be cut {n} ways "
+            f"at level {level + 1} (input shapes there {shapes}); choose another strategy, "
+            "'replicate', or fewer devices")
+      view = strat.workers[w]
+      spec = sem.shard_spec(view)
+      ins = tuple(None if r is None else _offset(r, o)
+                  for r, o in zip(view.input_regions, ins))
+      outs = tuple(_offset(r, o) for r, o in zip(view.output_regions, outs))
+      for o, st in enumerate(strat.outputs):
+        if isinstance(st, Partial):
+          keys[o].append(w)
+      if spec.output_scale is not None:
+        scale = [s * float(f) for s, f in zip(scale, spec.output_scale)]
+      cur_ctx = _sub_context(cur_ctx, view, spec)
+    tiles.append(Tile(device, ins, outs, tuple(tuple(x) for x in keys), cur_ctx, tuple(scale)))
+  return tuple(tiles)
+
+
+def _is_meta(ctx: OpContext, describer: Describer, i: int) -> bool:
+  sem, _ = describer(ctx)
+  return sem is not None and i in sem.meta_inputs and i not in sem.accessed_inputs

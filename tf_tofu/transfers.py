@@ -1,0 +1,177 @@
+"""The bytes a conversion moves, as explicit pieces: source device, destination, box.
+
+TOFU.md section 5 prices conversions between states; here every conversion is
+spelled out piece by piece, so the search can add up exactly what the rewrite
+will send.  Two primitives:
+
+*Gather* (from held copies).  The distinct boxes that the devices hold
+partition the tensor (each box may be held by several replicas).  A device
+that needs box ``N`` and holds ``H`` receives ``N ∩ B`` for every held box
+``B != H``, from the replica of ``B`` nearest to it (longest common prefix of
+device coordinates, then lowest index).  Its bytes are ``(|N| - |N ∩ H|)``
+elements: summed over devices this gives, for n workers and a tensor of S
+bytes, ``cut(d) -> cut(d')``: S (n-1)/n, ``cut -> rep``: S (n-1),
+``rep -> anything``: 0.
+
+*Reduce* (from partial sums).  Devices whose produced box is the same ``P``
+and whose partial keys differ hold the ``m`` addends of ``P``.  Each device of
+the group becomes responsible for an intermediate box ``I`` of ``P`` - its
+stored box inside ``P`` when those partition ``P``, otherwise the canonical
+blocks of ``P`` along its largest dim - and receives the ``m - 1`` other
+addends of ``I``: ``(m - 1) |P|`` per group (reduce-scatter).  The
+intermediate boxes are then gathered into the stored layout, so
+``partial -> cut(d)`` costs S (n-1) and ``partial -> rep`` 2 S (n-1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+from tf_tofu.opdefs.regions import Interval, Region, block
+from tf_tofu.tiling import device_coords
+
+COPY = "copy"
+REDUCE = "reduce"
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+  """``region`` (global box) of a tensor sent from ``src`` to ``dst``.
+
+  ``kind`` is ``copy`` for held data and ``reduce`` for an addend of a
+  partial sum that ``dst`` adds to its own.
+  """
+
+  src: int
+  dst: int
+  region: Region
+  kind: str
+
+  @property
+  def elements(self) -> int:
+    return self.region.volume
+
+
+def _common_prefix(a: int, b: int, factors: Sequence[int]) -> int:
+  ca, cb = device_coords(a, factors), device_coords(b, factors)
+  p = 0
+  while p < len(ca) and ca[p] == cb[p]:
+    p += 1
+  return p
+
+
+def nearest(dst: int, candidates: Sequence[int], factors: Sequence[int]) -> int:
+  """The candidate closest to ``dst`` in the device hierarchy (lowest index on ties)."""
+  return min(candidates, key=lambda c: (-_common_prefix(dst, c, factors), c))
+
+
+def distinct_boxes(have: Sequence[Optional[Region]]) -> dict[Region, list[int]]:
+  """Distinct held boxes with their holders; checks they partition what they cover."""
+  boxes: dict[Region, list[int]] = {}
+  for dev, r in enumerate(have):
+    if r is not None and r.volume > 0:
+      boxes.setdefault(r, []).append(dev)
+  regs = list(boxes)
+  for i, a in enumerate(regs):
+    for b in regs[i + 1:]:
+      if a.intersect(b).volume:
+        raise ValueError(f"held boxes {a} and {b} overlap without being equal; "
+                         "a layout must partition its tensor")
+  return boxes
+
+
+def gather(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
+           factors: Sequence[int]) -> list[Piece]:
+  """Pieces that give every device its ``need`` from the devices' ``have``."""
+  boxes = distinct_boxes(have)
+  pieces = []
+  for dst, n in enumerate(need):
+    if n is None or n.volume == 0:
+      continue
+    own = have[dst]
+    for box, holders in boxes.items():
+      if box == own:
+        continue
+      part = n.intersect(box)
+      if part.volume == 0:
+        continue
+      pieces.append(Piece(nearest(dst, holders, factors), dst, part, COPY))
+  covered = sum(p.elements for p in pieces)
+  expected = sum((n.volume - (n.intersect(have[d]).volume if have[d] is not None else 0))
+                 for d, n in enumerate(need) if n is not None)
+  if covered != expected:
+    raise ValueError(f"held boxes do not cover what is needed ({covered} of {expected} elements)")
+  return pieces
+
+
+def _split_box(p: Region, parts: int) -> list[Region]:
+  """``parts`` canonical blocks of ``p`` along its largest dim (lowest dim on ties)."""
+  if p.rank == 0:
+    return [p] + [None] * (parts - 1)  # a scalar is not split
+  d = max(range(p.rank), key=lambda i: (p.intervals[i].size, -i))
+  out = []
+  for w in range(parts):
+    lo, hi = block(p.intervals[d].size, parts, w)
+    ivs = list(p.intervals)
+    ivs[d] = Interval(p.intervals[d].lo + lo, p.intervals[d].lo + hi)
+    out.append(Region(tuple(ivs)))
+  return out
+
+
+def reduce_partials(produced: Sequence[Optional[Region]], keys: Sequence[Optional[tuple]],
+                    stored: Sequence[Optional[Region]], factors: Sequence[int]
+                    ) -> tuple[list[Piece], list[Optional[Region]]]:
+  """Reduce-scatter pieces and the intermediate boxes each device then holds, final.
+
+  ``produced[d]``/``keys[d]``: the box device ``d`` computed and its partial
+  key (None where it computed nothing).  ``stored[d]``: the box it must end
+  up holding; it shapes the intermediate split.
+  """
+  groups: dict[Region, list[int]] = {}
+  for dev, r in enumerate(produced):
+    if r is not None:
+      groups.setdefault(r, []).append(dev)
+  pieces: list[Piece] = []
+  inter: list[Optional[Region]] = [None] * len(produced)
+  for box, devs in groups.items():
+    key_holders: dict = {}
+    for d in devs:
+      key_holders.setdefault(keys[d], []).append(d)
+    if len(key_holders) == 1:
+      # Replicas of one final value: each keeps what it has.
+      for d in devs:
+        inter[d] = box if d == min(devs) else None
+      continue
+    cand = [None if stored[d] is None else stored[d].intersect(box) for d in devs]
+    if _partitions(cand, box):
+      mine = cand
+    else:
+      mine = _split_box(box, len(devs))
+    for d, i_box in zip(devs, mine):
+      inter[d] = i_box if i_box is not None and i_box.volume else None
+      if inter[d] is None:
+        continue
+      for key, holders in key_holders.items():
+        if key == keys[d]:
+          continue
+        pieces.append(Piece(nearest(d, holders, factors), d, inter[d], REDUCE))
+  return pieces, inter
+
+
+def _partitions(boxes: Sequence[Optional[Region]], whole: Region) -> bool:
+  regs = [b for b in boxes if b is not None and b.volume]
+  if sum(b.volume for b in regs) != whole.volume:
+    return False
+  return all(not a.intersect(b).volume for i, a in enumerate(regs) for b in regs[i + 1:])
+
+
+def produce_into(produced: Sequence[Optional[Region]], keys: Sequence[Optional[tuple]],
+                 stored: Sequence[Optional[Region]], factors: Sequence[int]) -> list[Piece]:
+  """Pieces that turn an op's outputs (maybe partial) into the tensor's stored layout."""
+  partial = any(k for k in keys if k)
+  if not partial:
+    return gather(produced, stored, factors)
+  red, inter = reduce_partials(produced, keys, stored, factors)
+  return red + gather(inter, stored, factors)
+
