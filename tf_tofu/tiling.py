@@ -34,10 +34,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tf_tofu.opdefs import analysis
-from tf_tofu.opdefs.description import OpContext, Semantics, TensorInfo
+from tf_tofu.opdefs.description import OpContext, Semantics, TensorInfo, WorkerView
 from tf_tofu.opdefs.regions import Interval, Region, block
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut, Partial, Rep, State
+from tf_tofu.opdefs.strategy import Cut, Partial, Rep, State, Strategy
 
 REPLICATE = "replicate"
 SINGLE = "single"
@@ -140,6 +140,52 @@ def _sub_context(ctx: OpContext, view, spec) -> OpContext:
                    outputs=outputs)
 
 
+@dataclasses.dataclass(frozen=True)
+class Step:
+  """One level of an op's recursion on one worker: the view and the sub-op it leaves."""
+
+  view: Optional[WorkerView]          # None for 'replicate' (the worker runs it all)
+  partial: tuple[bool, ...]           # per output: is it a partial sum at this level
+  scale: Optional[tuple[float, ...]]  # the shard hook's output scale, if any
+  context: OpContext                  # the sub-op left to the worker
+
+
+def strategy_of(sem: Semantics, choice: str, n: int) -> Optional[Strategy]:
+  """The analysis strategy that cuts index variable ``choice`` n ways, or None."""
+  var = next((v for v in analysis.all_vars(sem) if v.name == choice), None)
+  return analysis.strategy_for(sem, var, n) if var is not None else None
+
+
+def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
+            level: int = 1) -> Step:
+  """Applies one level's decision to ``ctx`` and returns worker ``w``'s step.
+
+  Where a worker's piece is too small for the chosen cut (an uneven split left
+  it fewer than n elements on that variable), that worker runs its piece
+  replicated at this level; the tiles, and so the priced and the sent bytes,
+  say so.
+  """
+  if choice in (REPLICATE, SINGLE):
+    return Step(None, tuple(False for _ in ctx.outputs), None, ctx)
+  sem, reason = describer(ctx)
+  if sem is None:
+    raise TilingError(f"op {ctx.name!r}: cannot cut {choice!r} at level {level}: {reason}")
+  strat = strategy_of(sem, choice, n)
+  if strat is None:
+    if any(v.name == choice for v in analysis.all_vars(sem)):
+      # This worker's piece is too small (or unevenly shaped) for the cut that the
+      # other workers make: it runs its piece replicated at this level.
+      return Step(None, tuple(False for _ in ctx.outputs), None, ctx)
+    raise TilingError(
+        f"op {ctx.name!r} ({ctx.op_type}): the op has no index variable {choice!r} at level "
+        f"{level}; its variables are {[v.name for v in analysis.all_vars(sem)]}")
+  view = strat.workers[w]
+  spec = sem.shard_spec(view)
+  return Step(view, tuple(isinstance(st, Partial) for st in strat.outputs),
+              None if spec.output_scale is None else tuple(spec.output_scale),
+              _sub_context(ctx, view, spec))
+
+
 def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
              describer: Describer) -> tuple[Optional[Tile], ...]:
   """Per device, the tile of the op (None where the device runs no part of it)."""
@@ -147,8 +193,8 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
   if len(strategy) != len(factors):
     raise TilingError(f"op {ctx.name!r}: strategy {list(strategy)} has {len(strategy)} levels, "
                       f"the plan has {len(factors)}")
-  whole_in = tuple(None if (ctx.inputs[i].value is not None and _is_meta(ctx, describer, i))
-                   else Region.whole(t.shape) for i, t in enumerate(ctx.inputs))
+  whole_in = tuple(None if _is_meta(ctx, describer, i) else Region.whole(t.shape)
+                   for i, t in enumerate(ctx.inputs))
   whole_out = tuple(Region.whole(t.shape) for t in ctx.outputs)
   if SINGLE in strategy:
     if any(s != SINGLE for s in strategy):
@@ -158,36 +204,22 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
     return (tile,) + (None,) * (k - 1)
   tiles = []
   for device in range(k):
-    coords = device_coords(device, factors)
-    cur_ctx, ins, outs = ctx, whole_in, whole_out
+    cur, ins, outs = ctx, whole_in, whole_out
     keys = [[] for _ in whole_out]
     scale = [1.0 for _ in whole_out]
-    for level, (choice, n, w) in enumerate(zip(strategy, factors, coords)):
-      if choice == REPLICATE:
-        continue
-      sem, reason = describer(cur_ctx)
-      if sem is None:
-        raise TilingError(f"op {ctx.name!r}: cannot cut {choice!r} at level {level + 1}: {reason}")
-      var = next((v for v in analysis.all_vars(sem) if v.name == choice), None)
-      strat = analysis.strategy_for(sem, var, n) if var is not None else None
-      if strat is None:
-        shapes = [list(t.shape) for t in cur_ctx.inputs]
-        raise TilingError(
-            f"op {ctx.name!r} ({ctx.op_type}): index variable {choice!r} cannot be cut {n} ways "
-            f"at level {level + 1} (input shapes there {shapes}); choose another strategy, "
-            "'replicate', or fewer devices")
-      view = strat.workers[w]
-      spec = sem.shard_spec(view)
-      ins = tuple(None if r is None else _offset(r, o)
-                  for r, o in zip(view.input_regions, ins))
-      outs = tuple(_offset(r, o) for r, o in zip(view.output_regions, outs))
-      for o, st in enumerate(strat.outputs):
-        if isinstance(st, Partial):
+    for level, (choice, n, w) in enumerate(zip(strategy, factors, device_coords(device, factors))):
+      step = descend(cur, choice, n, w, describer, level + 1)
+      if step.view is not None:
+        ins = tuple(None if r is None else _offset(r, o)
+                    for r, o in zip(step.view.input_regions, ins))
+        outs = tuple(_offset(r, o) for r, o in zip(step.view.output_regions, outs))
+      for o, p in enumerate(step.partial):
+        if p:
           keys[o].append(w)
-      if spec.output_scale is not None:
-        scale = [s * float(f) for s, f in zip(scale, spec.output_scale)]
-      cur_ctx = _sub_context(cur_ctx, view, spec)
-    tiles.append(Tile(device, ins, outs, tuple(tuple(x) for x in keys), cur_ctx, tuple(scale)))
+      if step.scale is not None:
+        scale = [s * float(f) for s, f in zip(scale, step.scale)]
+      cur = step.context
+    tiles.append(Tile(device, ins, outs, tuple(tuple(x) for x in keys), cur, tuple(scale)))
   return tuple(tiles)
 
 

@@ -1,0 +1,121 @@
+"""k-way partitioning by recursive one-cut search (TOFU.md section 6).
+
+``k`` is factored into primes ``p_1 ... p_L``; for each distinct order of the
+factors, level ``l`` solves one ``p_l``-way cut of the sub-problem that the
+last worker of the previous levels faces (its blocks are the smallest, so a
+cut it can make every worker can make) (each op shrunk by its chosen strategy, each
+tensor by its chosen state; uneven blocks allowed).  Tofu's search objective
+is
+
+    D = sum_l  G_l * d_l,    G_l = p_1 * ... * p_{l-1} (groups at level l),
+
+with ``d_l`` the level's one-cut optimum.  Every order's plan is then priced
+exactly (``evaluate``: every piece of every device, uneven groups included)
+and the cheapest order is kept; ties go to the earlier order in sorted
+order, so the same input always gives the same plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from typing import Callable, Mapping, Optional, Sequence
+
+from absl import logging
+
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import REP, Cut, State
+from tf_tofu.search import onecut
+from tf_tofu.search.evaluate import Evaluation, evaluate
+from tf_tofu.search.problem import SearchGraph
+from tf_tofu.tiling import REPLICATE, SINGLE, descend, sub_block
+from tf_tofu.opdefs.regions import Interval
+
+
+def prime_factors(k: int) -> tuple[int, ...]:
+  if k < 1:
+    raise ValueError(f"device count must be >= 1, got {k}")
+  out, p = [], 2
+  while p * p <= k:
+    while k % p == 0:
+      out.append(p)
+      k //= p
+    p += 1
+  if k > 1:
+    out.append(k)
+  return tuple(out)
+
+
+def factor_orders(k: int) -> list[tuple[int, ...]]:
+  return sorted(set(itertools.permutations(prime_factors(k))))
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+  factors: tuple[int, ...]
+  layouts: dict[str, tuple[State, ...]]
+  strategies: dict[str, tuple[str, ...]]
+  levels: tuple[onecut.LevelResult, ...]
+  evaluation: Evaluation
+  objective: float                # sum_l G_l d_l
+  proven_optimal: bool            # every level's DP was exact
+  orders_tried: tuple[tuple[int, ...], ...]
+  seconds: float
+
+
+# A level solver: (graph, groups, contexts, shapes, n, level index) -> LevelResult.
+LevelSolver = Callable[..., onecut.LevelResult]
+
+
+def _shrink(shape: tuple[int, ...], state: State, n: int) -> tuple[int, ...]:
+  if isinstance(state, Cut):
+    s = list(shape)
+    s[state.dim] = sub_block(Interval(0, s[state.dim]), n, n - 1).size
+    return tuple(s)
+  return shape
+
+
+def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: Describer,
+               solve: LevelSolver) -> tuple[list[onecut.LevelResult], dict, dict]:
+  """Solves the levels in turn, shrinking the sub-problem after each."""
+  contexts = {op.name: op.context for op in graph.ops}
+  shapes = {t: s.shape for t, s in graph.tensors.items()}
+  layouts = {t: [] for t in graph.tensors}
+  strategies = {op.name: [] for op in graph.ops if op.kind in ("compute", "single")}
+  results = []
+  for level, n in enumerate(factors):
+    res = solve(graph, groups, contexts, shapes, n, level)
+    results.append(res)
+    for g, members in enumerate(groups):
+      for t in members:
+        layouts[t].append(res.group_states[g])
+        shapes[t] = _shrink(shapes[t], res.group_states[g], n)
+    for name, choice in res.choices.items():
+      strategies[name].append(choice.strategy)
+      contexts[name] = descend(contexts[name], choice.strategy, n, n - 1, describer,
+                               level + 1).context
+  return results, {t: tuple(v) for t, v in layouts.items()}, {o: tuple(v) for o, v in strategies.items()}
+
+
+def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: LevelSolver,
+           orders: Optional[Sequence[tuple[int, ...]]] = None) -> SearchResult:
+  """Tries every order of k's prime factors with ``solve`` per level; keeps the cheapest."""
+  start = time.perf_counter()
+  orders = list(orders) if orders is not None else factor_orders(k)
+  if k == 1:
+    orders = [()]
+  best: Optional[SearchResult] = None
+  for order in orders:
+    results, layouts, strategies = run_levels(graph, groups, order, describer, solve)
+    ev = evaluate(graph, order, layouts, strategies, describer)
+    objective, groups_at = 0.0, 1
+    for n, r in zip(order, results):
+      objective += groups_at * r.objective
+      groups_at *= n
+    cand = SearchResult(tuple(order), layouts, strategies, tuple(results), ev, objective,
+                        all(r.proven_optimal for r in results), tuple(orders), 0.0)
+    logging.info("factor order %s: %d bytes per step", order, ev.total_bytes)
+    if best is None or ev.total_bytes < best.evaluation.total_bytes:
+      best = cand
+  return dataclasses.replace(best, seconds=time.perf_counter() - start)

@@ -1,0 +1,69 @@
+"""The Tofu planner: coarsen, then recursive exact one-cut DP over every factor order."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Mapping, Optional
+
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import State
+from tf_tofu.search import coarsen, onecut, recursive
+from tf_tofu.search.problem import SearchGraph
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+  """Knobs of the search.
+
+  Attributes:
+    max_table: largest DP table (entries) before the conditioning fallback.
+    allow_rep_storage: let tensors be stored replicated (Tofu stores cuts only,
+      which keeps per-device memory at 1/k; replication is always allowed for a
+      tensor with no cuttable dim).
+    tensor_states: user constraints, tensor name -> allowed states (every level).
+    op_strategies: user constraints, op name -> strategy name (every level).
+  """
+
+  max_table: int = 1 << 20
+  allow_rep_storage: bool = False
+  tensor_states: Mapping[str, tuple[State, ...]] = dataclasses.field(default_factory=dict)
+  op_strategies: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def group_constraints(groups, tensor_states: Mapping[str, tuple[State, ...]], n: int,
+                      shapes) -> dict[int, tuple[State, ...]]:
+  """Allowed states per group: the intersection of its members' constraints."""
+  out = {}
+  for g, members in enumerate(groups):
+    allowed = None
+    for t in members:
+      if t in tensor_states:
+        s = set(tensor_states[t])
+        allowed = s if allowed is None else allowed & s
+    if allowed is not None:
+      cand = onecut.candidate_states(shapes[members[0]], n, True)
+      keep = tuple(s for s in cand if s in allowed)
+      if not keep:
+        raise ValueError(f"tensor {members[0]!r} (shape {shapes[members[0]]}): none of the "
+                         f"constrained states {sorted(map(str, allowed))} can be used with "
+                         f"{n} workers; the candidates are {[str(s) for s in cand]}")
+      out[g] = keep
+  return out
+
+
+def level_solver(describer: Describer, options: SearchOptions):
+  def solve(graph, groups, contexts, shapes, n, level):
+    del level
+    allowed = group_constraints(groups, options.tensor_states, n, shapes)
+    return onecut.solve_level(graph, groups, contexts, shapes, n, describer, allowed,
+                              allow_rep=options.allow_rep_storage,
+                              forced_ops=options.op_strategies, max_table=options.max_table)
+  return solve
+
+
+def plan_tofu(graph: SearchGraph, k: int, describer: Describer,
+              options: Optional[SearchOptions] = None) -> recursive.SearchResult:
+  options = options or SearchOptions()
+  groups = coarsen.tensor_groups(graph, describer)
+  return recursive.search(graph, groups, k, describer, level_solver(describer, options))
