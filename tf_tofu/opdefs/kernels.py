@@ -6,6 +6,7 @@ check, so a description sees an op exactly as it appears in a GraphDef.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -90,22 +91,42 @@ def input_groups(op_type: str, attrs: Mapping[str, Any], n_flat: int) -> list[tu
   return groups
 
 
-def run_op(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-  """Runs one TF kernel eagerly on the CPU and returns its outputs as numpy arrays."""
+# OpDef attribute names that tf.raw_ops spells differently.
+_RAW_OP_ATTR_NAMES = {("Squeeze", "squeeze_dims"): "axis"}
+
+
+def call_raw_op(op_type: str, grouped_inputs: Sequence[Any], attrs: Mapping[str, Any]):
+  """Calls ``tf.raw_ops.<op_type>`` with one entry per input arg and OpDef-named attrs.
+
+  tf.raw_ops takes keywords only and renames some inputs (Sum's
+  ``reduction_indices`` is ``axis`` there); its parameters list the inputs
+  first, in OpDef order, so inputs are matched by position.
+  """
   op_def = op_def_registry.get(op_type)
+  fn = getattr(tf.raw_ops, op_type)
+  params = list(inspect.signature(fn).parameters)
+  n_in = len(op_def.input_arg)
+  if len(grouped_inputs) != n_in:
+    raise ValueError(f"{op_type} takes {n_in} input args, got {len(grouped_inputs)}")
+  kwargs = dict(zip(params[:n_in], grouped_inputs))
   inferred = _inferred_attrs(op_def)
-  kwargs: dict[str, Any] = {}
-  pos = 0
-  for name, count, is_list in input_groups(op_type, attrs, len(inputs)):
-    chunk = [tf.constant(x) for x in inputs[pos:pos + count]]
-    kwargs[name] = chunk if is_list else chunk[0]
-    pos += count
   names = {a.name for a in op_def.attr}
   for k, v in attrs.items():
     if k in names and k not in inferred:
-      kwargs[k] = v
+      kwargs[_RAW_OP_ATTR_NAMES.get((op_type, k), k)] = v
+  return fn(**kwargs)
+
+
+def run_op(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+  """Runs one TF kernel eagerly on the CPU and returns its outputs as numpy arrays."""
+  grouped = []
+  pos = 0
+  for _, count, is_list in input_groups(op_type, attrs, len(inputs)):
+    chunk = [tf.constant(x) for x in inputs[pos:pos + count]]
+    grouped.append(chunk if is_list else chunk[0])
+    pos += count
   with tf.device("/CPU:0"):
-    result = getattr(tf.raw_ops, op_type)(**kwargs)
+    result = call_raw_op(op_type, grouped, attrs)
   if isinstance(result, (tf.Tensor, tf.Variable)):
     return [result.numpy()]
   flat = []

@@ -29,7 +29,7 @@ from absl import app, flags, logging
 from tf_tofu.opdefs import analysis, registry
 from tf_tofu.opdefs.cases import Case, Fixed, all_cases
 from tf_tofu.opdefs.description import Semantics, TensorInfo
-from tf_tofu.opdefs.kernels import context_from_node_def, run_op
+from tf_tofu.opdefs.kernels import call_raw_op, context_from_node_def, run_op
 from tf_tofu.opdefs.strategy import Cut, Partial, Rep, Strategy
 
 RTOL = 1e-4
@@ -65,11 +65,7 @@ def build_case(case: Case, seed: int = 0):
       k = len(x) if isinstance(x, (list, tuple)) else 1
       grouped.append(tensors[pos:pos + k] if isinstance(x, (list, tuple)) else tensors[pos])
       pos += k
-    from tensorflow.python.framework import op_def_registry
-    op_def = op_def_registry.get(case.op_type)
-    kwargs = {arg.name: g for arg, g in zip(op_def.input_arg, grouped)}
-    kwargs.update(case.attrs)
-    result = getattr(tf.raw_ops, case.op_type)(**kwargs)
+    result = call_raw_op(case.op_type, grouped, case.attrs)
     op = (result[0] if isinstance(result, (list, tuple)) and not isinstance(result, tf.Tensor)
           else result)
     while isinstance(op, (list, tuple)):

@@ -116,17 +116,27 @@ def _slots(op: SOp, ctx, meta) -> list[tuple[str, int]]:
   return slots
 
 
-def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
+@dataclasses.dataclass(frozen=True)
+class LevelProblem:
+  """The priced one-cut problem: group domains, op factors, and per-op option tables."""
+
+  n: int
+  domains: tuple[tuple[State, ...], ...]
+  factors: tuple[dp.Factor, ...]
+  op_tables: tuple[tuple[SOp, tuple[int, ...], tuple[str, ...], np.ndarray], ...]
+
+
+def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
-                forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20) -> LevelResult:
-  """Solves one cut of the level's sub-problem; see the module docstring."""
+                forced_ops: Mapping[str, str] = {}) -> LevelProblem:
+  """Prices every op's options against every state of its groups; see the module docstring."""
   group_of = {t: g for g, members in enumerate(groups) for t in members}
   domains = []
   for g, members in enumerate(groups):
     states = allowed.get(g) or candidate_states(shapes[members[0]], n, allow_rep)
     domains.append(tuple(states))
-  factors, meta_info = [], []
+  factors, tables = [], []
   cache: dict = {}
   ops = [o for o in graph.ops if o.kind in ("compute", "single")]
   for count, op in enumerate(ops):
@@ -137,21 +147,21 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
       if sem is not None:
         sem_meta = sem.meta_inputs - sem.accessed_inputs
     slots = _slots(op, ctx, sem_meta)
-    slot_groups = [group_of[op.inputs[i] if kind == "in" else op.outputs[i]] for kind, i in slots]
+    tensors = [op.inputs[i] if kind == "in" else op.outputs[i] for kind, i in slots]
+    slot_groups = [group_of[t] for t in tensors]
     slot_states = [domains[g] for g in slot_groups]
-    itemsizes = [graph.tensors[op.inputs[i] if kind == "in" else op.outputs[i]].itemsize
-                 for kind, i in slots]
+    itemsizes = [graph.tensors[t].itemsize for t in tensors]
     scope = tuple(sorted(set(slot_groups)))
     pattern = tuple(scope.index(g) for g in slot_groups)
-    key = (context_key(ctx), op.kind, pattern, tuple(slot_states), tuple(itemsizes),
-           forced_ops.get(op.name))
+    forced = forced_ops.get(op.name)
+    key = (context_key(ctx), op.kind, pattern, tuple(slot_states), tuple(itemsizes), forced)
     if key not in cache:
       names, costs = _slot_costs(op, ctx, n, describer, slot_states, itemsizes)
-      if op.name in forced_ops:
-        keep = [i for i, nm in enumerate(names) if nm == forced_ops[op.name]]
+      if forced is not None:
+        keep = [i for i, nm in enumerate(names) if nm == forced]
         if not keep:
-          raise ValueError(f"op {op.name!r}: forced strategy {forced_ops[op.name]!r} is not "
-                           f"available at this level; options are {names}")
+          raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
+                           f"available with {n} workers; its options are {names}")
         names, costs = [names[i] for i in keep], [costs[i] for i in keep]
       stack = np.zeros((len(names),) + tuple(len(domains[g]) for g in scope))
       for s_i, per_slot in enumerate(costs):
@@ -159,24 +169,40 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
           shape = [1] * len(scope)
           shape[pattern[slot]] = len(vec)
           stack[s_i] = stack[s_i] + vec.reshape(shape)
-      cache[key] = (names, stack)
+      cache[key] = (tuple(names), stack)
     names, stack = cache[key]
     if scope:
       factors.append(dp.Factor(scope, stack.min(axis=0)))
-    meta_info.append((op, scope, names, stack))
+    tables.append((op, scope, names, stack))
     if (count + 1) % 2000 == 0:
       logging.info("level n=%d: priced %d/%d ops", n, count + 1, len(ops))
-  sol = dp.solve([len(d) for d in domains], factors, max_table=max_table)
+  return LevelProblem(n, tuple(domains), tuple(factors), tuple(tables))
+
+
+def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optimal: bool,
+                 width: int = 0, fixed_groups: int = 0) -> LevelResult:
+  """Given group states, every op takes its cheapest option (first on ties)."""
   choices = {}
-  for op, scope, names, stack in meta_info:
-    vec = stack[(slice(None),) + tuple(sol.assignment[g] for g in scope)]
+  for op, scope, names, stack in problem.op_tables:
+    vec = stack[(slice(None),) + tuple(assignment[g] for g in scope)]
     order = np.argsort(vec, kind="stable")
     best = int(order[0])
     alt = int(order[1]) if len(order) > 1 else None
     choices[op.name] = Choice(names[best], float(vec[best]),
                               names[alt] if alt is not None else None,
                               float(vec[alt]) if alt is not None else None)
-  states = tuple(domains[g][sol.assignment[g]] for g in range(len(groups)))
-  return LevelResult(n=n, group_states=states, choices=choices, objective=sol.cost,
-                     proven_optimal=sol.proven_optimal, width=sol.width,
-                     fixed_groups=len(sol.fixed))
+  states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
+  return LevelResult(n=problem.n, group_states=states, choices=choices,
+                     objective=dp.evaluate(problem.factors, assignment),
+                     proven_optimal=proven_optimal, width=width, fixed_groups=fixed_groups)
+
+
+def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
+                shapes: Mapping[str, tuple], n: int, describer: Describer,
+                allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
+                forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20) -> LevelResult:
+  """Builds the level's factors and solves them exactly with ``dp.solve``."""
+  problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
+                        forced_ops)
+  sol = dp.solve([len(d) for d in problem.domains], problem.factors, max_table=max_table)
+  return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed))
