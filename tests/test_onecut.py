@@ -14,7 +14,7 @@ from tf_tofu.opdefs import analysis  # noqa: E402
 from tf_tofu.opdefs.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Partial  # noqa: E402
-from tf_tofu.search import coarsen, onecut, problem, recursive, tofu  # noqa: E402
+from tf_tofu.search import baselines, coarsen, onecut, problem, recursive, tofu  # noqa: E402
 from tf_tofu.tiling import held_regions  # noqa: E402
 
 
@@ -87,7 +87,7 @@ class BruteForceTest(parameterized.TestCase):
   def test_single_level_objective_bounds_exact_bytes(self):
     fg = search_testlib.random_graph(1)
     graph = problem.from_tofu_graph(fg)
-    res = tofu.plan_tofu(graph, 3, Describer())
+    res = baselines.plan_with("tofu", graph, 3, Describer())
     # Consumers needing the same boxes share a conversion, so the exact bytes can
     # only be lower than the DP objective, which prices each consumer.
     self.assertLessEqual(res.evaluation.total_bytes, res.objective)
@@ -105,15 +105,15 @@ class RecursionTest(parameterized.TestCase):
 
   def test_deterministic(self):
     fg = search_testlib.random_graph(4)
-    a = tofu.plan_tofu(problem.from_tofu_graph(fg), 6, Describer())
-    b = tofu.plan_tofu(problem.from_tofu_graph(search_testlib.random_graph(4)), 6, Describer())
+    a = baselines.plan_with("tofu", problem.from_tofu_graph(fg), 6, Describer())
+    b = baselines.plan_with("tofu", problem.from_tofu_graph(search_testlib.random_graph(4)), 6, Describer())
     self.assertEqual(a.layouts, b.layouts)
     self.assertEqual(a.strategies, b.strategies)
     self.assertEqual(a.evaluation, b.evaluation)
 
   def test_uneven_sizes_run_on_every_device(self):
     fg = search_testlib.random_graph(2)
-    res = tofu.plan_tofu(problem.from_tofu_graph(fg), 5, Describer())
+    res = baselines.plan_with("tofu", problem.from_tofu_graph(fg), 5, Describer())
     self.assertEqual(res.factors, (5,))
     self.assertGreaterEqual(res.evaluation.total_bytes, 0)
 

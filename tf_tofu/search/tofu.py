@@ -1,15 +1,13 @@
-"""The Tofu planner: coarsen, then recursive exact one-cut DP over every factor order."""
+"""The Tofu planner's level solver (exact one-cut DP) and the search options."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Mapping, Optional
 
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import State
-from tf_tofu.search import coarsen, onecut, recursive
-from tf_tofu.search.problem import SearchGraph
+from tf_tofu.search import onecut
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,10 +58,3 @@ def level_solver(describer: Describer, options: SearchOptions):
                               allow_rep=options.allow_rep_storage,
                               forced_ops=options.op_strategies, max_table=options.max_table)
   return solve
-
-
-def plan_tofu(graph: SearchGraph, k: int, describer: Describer,
-              options: Optional[SearchOptions] = None) -> recursive.SearchResult:
-  options = options or SearchOptions()
-  groups = coarsen.tensor_groups(graph, describer)
-  return recursive.search(graph, groups, k, describer, level_solver(describer, options))

@@ -1,0 +1,181 @@
+"""The planners Tofu compares against, on the same cost model and Plan type.
+
+Each is a level solver for ``recursive.search`` (so every baseline gets the
+same recursion over factor orders, exact pricing and reporting):
+
+* ``datapar`` - data parallelism: every variable (with its gradient and
+  update) is replicated, every other tensor is cut on dim 0 (the batch)
+  where it can be; each op then takes its cheapest strategy.
+* ``allrow`` - AllRow-Greedy: every tensor is cut on dim 0 at every level,
+  each op picks its cheapest strategy.
+* ``spartan`` - greedy by size: tensor groups, largest first, each take the
+  state that is cheapest given the groups already decided (undecided ones
+  assumed at their best).
+* ``equalchop`` - the first level's optimal one-cut decision for every
+  tensor, repeated at every level (ops re-optimised per level).
+* ``megatron`` - Megatron-style tensor parallelism: the weight of a
+  matmul-like op whose output flows (without crossing another weight matmul)
+  into a later weight matmul is cut column-wise (on a dim it does not
+  contract), that later weight row-wise (on a contracted dim); attention's
+  q/k/v and output projections and the MLP's two matmuls pair up this way.
+  Every other tensor takes the state the DP prefers given those weights.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
+from tf_tofu.search import coarsen, dp, onecut, recursive
+from tf_tofu.search.problem import SearchGraph
+from tf_tofu.search.tofu import SearchOptions, group_constraints, level_solver
+
+MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})
+
+
+def _variable_groups(graph: SearchGraph, groups) -> set[int]:
+  return {g for g, members in enumerate(groups) if any(t in graph.variables for t in members)}
+
+
+def _first_cut(shape, n, dim=0):
+  return (Cut(dim),) if len(shape) > dim and shape[dim] >= n else None
+
+
+def _solver_with(allowed_fn: Callable, describer: Describer, options: SearchOptions,
+                 exact: bool = True):
+  """A level solver whose group domains are narrowed by ``allowed_fn``."""
+
+  def solve(graph, groups, contexts, shapes, n, level):
+    allowed = group_constraints(groups, options.tensor_states, n, shapes)
+    for g, states in allowed_fn(graph, groups, shapes, n, level).items():
+      cand = onecut.candidate_states(shapes[groups[g][0]], n, True)
+      keep = tuple(s for s in states if s in cand and s in allowed.get(g, cand))
+      if keep:
+        allowed[g] = keep
+    problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
+                                 options.allow_rep_storage, options.op_strategies)
+    sol = dp.solve([len(d) for d in problem.domains], problem.factors, options.max_table)
+    return onecut.finish_level(problem, sol.assignment, False, sol.width, len(sol.fixed))
+
+  return solve
+
+
+def datapar(describer, options):
+  def allowed(graph, groups, shapes, n, level):
+    var_groups = _variable_groups(graph, groups)
+    out = {}
+    for g, members in enumerate(groups):
+      out[g] = (REP,) if g in var_groups else (_first_cut(shapes[members[0]], n) or (REP,))
+    return out
+  return _solver_with(allowed, describer, options)
+
+
+def allrow(describer, options):
+  def allowed(graph, groups, shapes, n, level):
+    return {g: _first_cut(shapes[m[0]], n) or (REP,) for g, m in enumerate(groups)}
+  return _solver_with(allowed, describer, options)
+
+
+def equalchop(describer, options):
+  first: dict[int, State] = {}
+  tofu_level = level_solver(describer, options)
+
+  def solve(graph, groups, contexts, shapes, n, level):
+    if level == 0:
+      res = tofu_level(graph, groups, contexts, shapes, n, level)
+      first.clear()
+      first.update(enumerate(res.group_states))
+      return res
+    return _solver_with(lambda *_: {g: (s,) for g, s in first.items()}, describer,
+                        options)(graph, groups, contexts, shapes, n, level)
+  return solve
+
+
+def spartan(describer, options):
+  def solve(graph, groups, contexts, shapes, n, level):
+    allowed = group_constraints(groups, options.tensor_states, n, shapes)
+    problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
+                                 options.allow_rep_storage, options.op_strategies)
+    sizes = [graph.tensors[m[0]].itemsize * int(np.prod(shapes[m[0]])) for m in groups]
+    decided: dict[int, int] = {}
+    by_group: dict[int, list[dp.Factor]] = {}
+    for f in problem.factors:
+      for g in f.scope:
+        by_group.setdefault(g, []).append(f)
+    for g in sorted(range(len(groups)), key=lambda g: (-sizes[g], g)):
+      cost = np.zeros(len(problem.domains[g]))
+      for f in by_group.get(g, ()):
+        t = f.table
+        for axis in reversed(range(len(f.scope))):
+          s = f.scope[axis]
+          if s == g:
+            continue
+          t = np.take(t, decided[s], axis=axis) if s in decided else t.min(axis=axis)
+        cost += t
+      decided[g] = int(np.argmin(cost))
+    return onecut.finish_level(problem, [decided[g] for g in range(len(groups))], False)
+  return solve
+
+
+def _weight_dims(op, sem, describer, n, weight_slot):
+  """(free dims, contracted dims) of the weight input, read off the op's strategies."""
+  from tf_tofu.opdefs import analysis
+  free, contracted = [], []
+  for s in analysis.strategies(sem, n):
+    need = s.inputs[weight_slot]
+    if need is not None and isinstance(need.state, Cut):
+      (contracted if any(isinstance(o, Partial) for o in s.outputs) else free).append(need.state.dim)
+  return sorted(set(free)), sorted(set(contracted))
+
+
+def megatron(describer, options):
+  def allowed(graph, groups, shapes, n, level):
+    group_of = {t: g for g, m in enumerate(groups) for t in m}
+    var_groups = _variable_groups(graph, groups)
+    upstream: dict[str, frozenset] = {}  # tensor -> nearest upstream weight matmuls
+    label: dict[str, str] = {}
+    out: dict[int, tuple[State, ...]] = {}
+    for op in graph.ops:
+      if op.kind != "compute" or op.name in graph.forward_op_of:
+        continue
+      srcs = frozenset().union(*[upstream.get(t, frozenset()) for t in op.inputs if t])
+      weight = [i for i, t in enumerate(op.inputs) if t and group_of.get(t) in var_groups]
+      if op.op_type in MATMUL_OPS and weight:
+        sem, _ = describer(op.context)
+        w = weight[0]
+        free, contracted = _weight_dims(op, sem, describer, n, w) if sem else ([], [])
+        row = any(label.get(s) == "column" for s in srcs)
+        label[op.name] = "row" if row else "column"
+        dims = contracted if row else free
+        if dims:
+          out[group_of[op.inputs[w]]] = (Cut(dims[0]),)
+        for t in op.outputs:
+          upstream[t] = frozenset({op.name})
+      else:
+        for t in op.outputs:
+          upstream[t] = srcs
+    return out
+  return _solver_with(allowed, describer, options)
+
+
+PLANNERS: Mapping[str, Callable] = {
+    "tofu": level_solver,
+    "datapar": datapar,
+    "allrow": allrow,
+    "spartan": spartan,
+    "equalchop": equalchop,
+    "megatron": megatron,
+}
+
+
+def plan_with(planner: str, graph: SearchGraph, k: int, describer: Describer,
+              options: SearchOptions | None = None) -> recursive.SearchResult:
+  """Runs ``planner`` (a key of PLANNERS) over every factor order of k."""
+  if planner not in PLANNERS:
+    raise ValueError(f"unknown planner {planner!r}; choose one of {sorted(PLANNERS)}")
+  options = options or SearchOptions()
+  groups = coarsen.tensor_groups(graph, describer)
+  return recursive.search(graph, groups, k, describer, PLANNERS[planner](describer, options))
