@@ -90,7 +90,8 @@ class LinearityTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ("sum", lambda x, i, j: tdl.Sum(j, x[i, j]), True),
       ("mean", lambda x, i, j: tdl.Mean(j, x[i, j]), True),
-      ("scaled_sum", lambda x, i, j: 2.0 * tdl.Sum(j, x[i, j]) / x[i, 0], True),
+      ("scaled_sum", lambda x, i, j: 2.0 * tdl.Sum(j, x[i, j]) / 3.0, True),
+      ("divided_by_an_element_of_the_row", lambda x, i, j: tdl.Sum(j, x[i, j]) / x[i, 0], False),
       ("neg_sum", lambda x, i, j: -tdl.Sum(j, x[i, j]), True),
       ("max", lambda x, i, j: tdl.Max(j, x[i, j]), False),
       ("prod", lambda x, i, j: tdl.Prod(j, x[i, j]), False),
@@ -111,6 +112,26 @@ class LinearityTest(parameterized.TestCase):
     s = analysis.strategies(sem, 2)
     self.assertEqual([x.var for x in s], ["b"])
     self.assertEqual(analysis.facts(sem).opaque_vars, ("i", "j"))
+
+
+class WideningTest(absltest.TestCase):
+
+  def test_normaliser_over_the_row_blocks_its_cut(self):
+    """exp(x[i, j]) / Sum_k exp(x[i, k]): j cannot be cut, i can."""
+    op = ctx((4, 6))
+    x = op.input(0)
+    i, j, k = tdl.Var("i", 4), tdl.Var("j", 6), tdl.Var("k", 6)
+    body = tdl.call("exp", x[i, j]) / tdl.Sum(k, tdl.call("exp", x[i, k]))
+    sem = Semantics(op, [tdl.Output((i, j), body)])
+    self.assertEqual([s.var for s in analysis.strategies(sem, 2)], ["i"])
+
+  def test_a_reduction_whose_input_is_read_whole_elsewhere_is_not_partial(self):
+    """Sum_k x[i, k] * Sum_l x[i, l]: cutting k leaves x needed whole along dim 1."""
+    op = ctx((4, 6))
+    x = op.input(0)
+    i, k, l = tdl.Var("i", 4), tdl.Var("k", 6), tdl.Var("l", 6)
+    sem = Semantics(op, [tdl.Output((i,), tdl.Sum(k, x[i, k] * tdl.Sum(l, x[i, l])))])
+    self.assertEqual([s.var for s in analysis.strategies(sem, 2)], ["i"])
 
 
 class CompositeDimTest(absltest.TestCase):

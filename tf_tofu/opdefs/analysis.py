@@ -23,7 +23,10 @@ The strategy's outputs follow from where ``v`` occurs:
 * ``v`` does not occur in the output: ``REP``.
 
 Any other combination (``v`` under Max, Exp of a sum, an opaque variable) is
-not a strategy.  The op's element-wise-ness, reduction variables and
+not a strategy; nor is a cut of ``v`` when, on an input dim that ``v``
+indexes, another access reads beyond ``v``'s range (``exp(x[i, j]) /
+Sum_k exp(x[i, k])`` cannot cut ``j``): the same kernel run on that wider
+region would compute more than the worker's share.  The op's element-wise-ness, reduction variables and
 cuttable dims are read off the same description (:func:`facts`).
 """
 
@@ -34,7 +37,7 @@ import math
 from typing import Optional
 
 from tf_tofu.opdefs import tdl
-from tf_tofu.opdefs.description import DescriptionError, Semantics, WorkerView
+from tf_tofu.opdefs.description import Semantics, WorkerView
 from tf_tofu.opdefs.regions import Interval, Region, block, cut_region
 from tf_tofu.opdefs.strategy import (PARTIAL, REP, Cut, InputNeed, State,
                                      Strategy)
@@ -204,10 +207,20 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
         in_pads.append(tuple((0, 0) for _ in shape))
         continue
       raw = None
+      own: dict[int, tuple[int, int]] = {}  # per dim, the hull of accesses that vary with var
       for acc in accs[i]:
         b = _access_bounds(acc, env)
         raw = b if raw is None else [(min(a[0], c[0]), max(a[1], c[1]))
                                      for a, c in zip(raw, b)]
+        for d, e in enumerate(acc.index):
+          if not isinstance(e, tdl._Full) and var in e.vars():
+            lo_d, hi_d = own.get(d, b[d])
+            own[d] = (min(lo_d, b[d][0]), max(hi_d, b[d][1]))
+      if any(raw[d] != rng for d, rng in own.items()):
+        # Another access reads beyond var's range on a dim var cuts (a softmax's
+        # normaliser over the row): the same op run on that region would compute
+        # more than the worker's share, so var cannot be cut.
+        return None
       clamped, pads = [], []
       for d, (a, b) in enumerate(raw):
         iv = Interval(a, b + 1).clamp(shape[d])

@@ -170,6 +170,9 @@ class Semantics:
   op: OpContext
   outputs: tuple[tdl.Output, ...]
   shard: Optional[ShardHook] = None
+  # Outputs whose values the kernel leaves unspecified (uninitialised reserve
+  # spaces): they keep their shapes and states, but no value is compared.
+  undefined_outputs: frozenset = frozenset()
 
   def __post_init__(self):
     object.__setattr__(self, "outputs", tuple(self.outputs))

@@ -12,15 +12,15 @@ from typing import Callable, Optional
 
 from tf_tofu.opdefs.description import OpContext, Semantics
 
-Describer = Callable[[OpContext], Semantics]
+DescribeFn = Callable[[OpContext], Semantics]
 
-_REGISTRY: dict[str, Describer] = {}
+_REGISTRY: dict[str, DescribeFn] = {}
 
 
-def describe(*op_types: str) -> Callable[[Describer], Describer]:
+def describe(*op_types: str) -> Callable[[DescribeFn], DescribeFn]:
   """Registers the decorated function as the description of ``op_types``."""
 
-  def register(fn: Describer) -> Describer:
+  def register(fn: DescribeFn) -> DescribeFn:
     for t in op_types:
       if t in _REGISTRY:
         raise ValueError(f"op type {t!r} is described twice ({_REGISTRY[t].__module__}."
@@ -31,7 +31,7 @@ def describe(*op_types: str) -> Callable[[Describer], Describer]:
   return register
 
 
-def lookup(op_type: str) -> Optional[Describer]:
+def lookup(op_type: str) -> Optional[DescribeFn]:
   """The description of ``op_type``, or None when the op is not described."""
   return _REGISTRY.get(op_type)
 
