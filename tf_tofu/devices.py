@@ -1,0 +1,61 @@
+"""Device lists: an int means the first k local accelerators, or logical CPUs."""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import tensorflow as tf
+
+Devices = Union[int, Sequence[str]]
+
+
+def canonical(name: str) -> str:
+  """``"/GPU:0"`` -> ``"/device:GPU:0"``; full names (with job/task) are kept as they are."""
+  spec = tf.DeviceSpec.from_string(name)
+  if spec.device_type is None or spec.device_index is None:
+    raise ValueError(f"device {name!r} must name a type and an index, like '/GPU:0'")
+  return spec.to_string()
+
+
+def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
+  """The device names a plan uses.
+
+  ``devices`` as an int k: the first k local GPUs when there are that many,
+  otherwise the first k logical CPU devices (``tf.config`` must have split
+  the CPU into at least k when ``must_exist``; planning alone only needs the
+  names).  As a list: those names, canonicalised, without duplicates.
+  """
+  if isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
+    raise TypeError(f"devices must be an int or a list of device names, got {devices!r}")
+  if isinstance(devices, int):
+    if devices < 1:
+      raise ValueError(f"devices={devices}: need at least one device")
+    gpus = tf.config.list_logical_devices("GPU")
+    if len(gpus) >= devices:
+      return tuple(canonical(d.name) for d in gpus[:devices])
+    cpus = tf.config.list_logical_devices("CPU")
+    if len(cpus) >= devices:
+      return tuple(canonical(d.name) for d in cpus[:devices])
+    if must_exist:
+      raise ValueError(
+          f"devices={devices}: this machine has {len(gpus)} GPUs and {len(cpus)} logical CPU "
+          f"devices; split the CPU first with tf.config.set_logical_device_configuration("
+          f"cpu, [tf.config.LogicalDeviceConfiguration()] * {devices}) or pass fewer devices")
+    return tuple(f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(devices))
+  if not devices:
+    raise ValueError("devices is an empty list; name at least one device")
+  names = tuple(canonical(d) for d in devices)
+  seen = set()
+  for raw, name in zip(devices, names):
+    if name in seen:
+      raise ValueError(f"device {raw!r} is listed twice; each device may appear once")
+    seen.add(name)
+  if must_exist:
+    known = {canonical(d.name) for d in tf.config.list_logical_devices()}
+    short = {tf.DeviceSpec.from_string(k).replace(job=None, replica=None, task=None).to_string()
+             for k in known}
+    for raw, name in zip(devices, names):
+      bare = tf.DeviceSpec.from_string(name).replace(job=None, replica=None, task=None).to_string()
+      if name not in known and bare not in short:
+        raise ValueError(f"device {raw!r} does not exist here; known devices: {sorted(known)}")
+  return names

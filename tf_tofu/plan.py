@@ -1,0 +1,223 @@
+"""The Plan: what the search decided, what it will cost, and how to read it.
+
+A Plan is the only object that passes from the search to the rewrite.  It
+holds, for ``k = n_1 * ... * n_L`` devices:
+
+* ``layouts[tensor]`` - the tensor's state at every level (``cut(d)`` or ``rep``);
+* ``strategies[op]`` - the op's decision at every level (an index variable to
+  cut, ``replicate``, or ``single`` for an op left whole on device 0);
+* the predicted bytes per step: in total, per level, per op group and per
+  conversion (exactly what the rewrite sends, ``search.evaluate``);
+* the per-level choices with the runner-up's cost, whether each level's DP was
+  exact (``proven_optimal``), and notes (ops left whole and why).
+
+It round-trips through JSON: a plan saved, edited and loaded applies the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, Mapping, Optional, Sequence
+
+from tf_tofu.opdefs.strategy import State, state_from_str
+
+FORMAT = "tf_tofu.plan/1"
+
+
+def graph_signature(graph) -> str:
+  """A fingerprint of the ops and tensor shapes a plan is for."""
+  h = hashlib.sha256()
+  for op in graph.ops:
+    h.update(f"{op.name}|{op.op_type}|{','.join(t or '' for t in op.inputs)}|".encode())
+    for t in op.outputs:
+      h.update(f"{t}:{graph.tensors[t].shape}:{graph.tensors[t].dtype};".encode())
+  return h.hexdigest()[:16]
+
+
+class PlanError(ValueError):
+  """A plan that cannot be read, or does not belong to the graph it is applied to."""
+
+
+@dataclasses.dataclass
+class Plan:
+  """A partition plan; see the module docstring."""
+
+  planner: str
+  devices: tuple[str, ...]
+  factors: tuple[int, ...]
+  layouts: dict[str, tuple[State, ...]]
+  strategies: dict[str, tuple[str, ...]]
+  total_bytes: int
+  level_bytes: tuple[int, ...]
+  op_bytes: dict[str, int]
+  conversions: tuple[dict, ...]
+  choices: dict[str, tuple[dict, ...]]
+  op_groups: dict[str, tuple[str, ...]]
+  objective: float
+  proven_optimal: bool
+  notes: tuple[str, ...]
+  graph_signature: str
+  search_seconds: float = 0.0
+  memory: Optional[dict] = None
+
+  @property
+  def k(self) -> int:
+    return len(self.devices)
+
+  # ------------------------------------------------------------------ JSON
+
+  def to_dict(self) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "planner": self.planner,
+        "devices": list(self.devices),
+        "factors": list(self.factors),
+        "graph_signature": self.graph_signature,
+        "total_bytes": self.total_bytes,
+        "level_bytes": list(self.level_bytes),
+        "objective": self.objective,
+        "proven_optimal": self.proven_optimal,
+        "search_seconds": round(self.search_seconds, 3),
+        "notes": list(self.notes),
+        "layouts": {t: [str(s) for s in v] for t, v in sorted(self.layouts.items())},
+        "strategies": {o: list(v) for o, v in sorted(self.strategies.items())},
+        "op_bytes": dict(sorted(self.op_bytes.items())),
+        "op_groups": {g: list(v) for g, v in sorted(self.op_groups.items())},
+        "choices": {o: list(v) for o, v in sorted(self.choices.items())},
+        "conversions": list(self.conversions),
+        "memory": self.memory,
+    }
+
+  def to_json(self, indent: Optional[int] = 1) -> str:
+    return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+    if d.get("format") != FORMAT:
+      raise PlanError(f"not a tf_tofu plan (format {d.get('format')!r}, expected {FORMAT!r})")
+    try:
+      factors = tuple(int(x) for x in d["factors"])
+      layouts = {t: tuple(state_from_str(s) for s in v) for t, v in d["layouts"].items()}
+      strategies = {o: tuple(str(s) for s in v) for o, v in d["strategies"].items()}
+      for name, v in list(layouts.items()) + list(strategies.items()):
+        if len(v) != len(factors):
+          raise PlanError(f"{name!r} has {len(v)} levels, the plan has {len(factors)}")
+      return cls(planner=str(d["planner"]), devices=tuple(d["devices"]), factors=factors,
+                 layouts=layouts, strategies=strategies, total_bytes=int(d["total_bytes"]),
+                 level_bytes=tuple(int(x) for x in d["level_bytes"]),
+                 op_bytes={k: int(v) for k, v in d["op_bytes"].items()},
+                 conversions=tuple(d["conversions"]),
+                 choices={k: tuple(v) for k, v in d["choices"].items()},
+                 op_groups={k: tuple(v) for k, v in d["op_groups"].items()},
+                 objective=float(d["objective"]), proven_optimal=bool(d["proven_optimal"]),
+                 notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]),
+                 search_seconds=float(d.get("search_seconds", 0.0)), memory=d.get("memory"))
+    except (KeyError, TypeError, ValueError) as e:
+      if isinstance(e, PlanError):
+        raise
+      raise PlanError(f"malformed plan JSON: {type(e).__name__}: {e}") from e
+
+  @classmethod
+  def from_json(cls, text: str) -> "Plan":
+    try:
+      d = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise PlanError(f"plan JSON does not parse: {e}") from e
+    return cls.from_dict(d)
+
+  def check_matches(self, graph) -> None:
+    """Raises PlanError when this plan was made for a different graph."""
+    sig = graph_signature(graph)
+    if sig != self.graph_signature:
+      missing = sorted(set(self.strategies) - {o.name for o in graph.ops})[:3]
+      raise PlanError(f"the plan was made for another graph (signature {self.graph_signature}, "
+                      f"this graph's is {sig}{'; ops not in this graph: ' + str(missing) if missing else ''}); "
+                      "plan this graph again")
+
+  # ---------------------------------------------------------------- report
+
+  def report(self, top: int = 12) -> str:
+    """A readable summary: totals, op groups with their strategies, largest conversions."""
+    lines = [
+        f"tf_tofu plan ({self.planner}) for {self.k} devices, levels {' x '.join(map(str, self.factors)) or '-'}",
+        f"  predicted bytes per step: {_human(self.total_bytes)} ({self.total_bytes} B); per level: "
+        + ", ".join(_human(b) for b in self.level_bytes),
+        f"  search objective (sum over levels of groups x one-cut cost): {_human(self.objective)}",
+        f"  proven optimal per level: {'yes' if self.proven_optimal else 'no (fallback or heuristic planner)'}"
+        f"; search time {self.search_seconds:.2f} s",
+    ]
+    if self.memory:
+      lines.append(f"  peak memory per device (estimate): worst {_human(self.memory['worst'])}, "
+                   f"ideal {_human(self.memory['ideal'])} (single device / k)")
+    rows = []
+    for group, members in self.op_groups.items():
+      b = sum(self.op_bytes.get(m, 0) for m in members)
+      lead = group if group in self.strategies else members[0]
+      ch = self.choices.get(lead, ())
+      alt = ", ".join(
+          f"{c['next_best']} (+{_human(c['next_best_cost'] - c['cost'])})" if c.get("next_best") else "-"
+          for c in ch)
+      rows.append((b, group, len(members), "/".join(self.strategies.get(lead, ())), alt))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    lines.append("")
+    lines.append(f"  {'op group':<44} {'ops':>4} {'bytes':>10}  {'strategy per level':<22} next best per level")
+    for b, group, count, strat, alt in rows[:top]:
+      lines.append(f"  {group[:44]:<44} {count:>4} {_human(b):>10}  {strat[:22]:<22} {alt}")
+    if len(rows) > top:
+      rest = sum(r[0] for r in rows[top:])
+      lines.append(f"  ... {len(rows) - top} more groups, {_human(rest)}")
+    lines.append("")
+    lines.append("  largest conversions:")
+    for c in sorted(self.conversions, key=lambda c: (-c["bytes"], c["tensor"]))[:top]:
+      lines.append(f"    {_human(c['bytes']):>10}  {c['tensor']} ({c['what'][:60]}); per level "
+                   + ", ".join(_human(x) for x in c["level_bytes"]))
+    for note in self.notes[:top]:
+      lines.append(f"  note: {note}")
+    if len(self.notes) > top:
+      lines.append(f"  ... {len(self.notes) - top} more notes")
+    return "\n".join(lines)
+
+
+def _human(b: float) -> str:
+  b = float(b)
+  for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+    if abs(b) < 1024 or unit == "TiB":
+      return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
+    b /= 1024
+  return f"{b:.1f} TiB"
+
+
+def plan_from_search(result, graph, planner: str, devices: Sequence[str]) -> Plan:
+  """Packs a ``recursive.SearchResult`` into a Plan."""
+  groups: dict[str, list[str]] = {}
+  for op in graph.ops:
+    if op.kind in ("compute", "single"):
+      lead = graph.forward_op_of.get(op.name, op.name)
+      groups.setdefault(lead, []).append(op.name)
+  choices = {}
+  for name in result.strategies:
+    choices[name] = tuple(
+        {"strategy": lvl.choices[name].strategy, "cost": lvl.choices[name].cost,
+         "next_best": lvl.choices[name].next_best, "next_best_cost": lvl.choices[name].next_best_cost}
+        for lvl in result.levels)
+  notes = [f"op {op.name!r} ({op.op_type}) is left whole on device 0: {op.reason}"
+           for op in graph.ops if op.kind == "single"]
+  for i, lvl in enumerate(result.levels):
+    if lvl.fixed_groups:
+      notes.append(f"level {i + 1}: too wide for exact DP (limit reached); {lvl.fixed_groups} "
+                   "tensor groups were fixed by coordinate descent, so it is not proven optimal")
+  conversions = tuple({"tensor": c.tensor, "what": c.what, "bytes": c.bytes,
+                       "level_bytes": list(c.level_bytes)}
+                      for c in sorted(result.evaluation.conversions, key=lambda c: (-c.bytes, c.tensor)))
+  return Plan(planner=planner, devices=tuple(devices), factors=tuple(result.factors),
+              layouts=dict(result.layouts), strategies=dict(result.strategies),
+              total_bytes=int(result.evaluation.total_bytes),
+              level_bytes=tuple(int(b) for b in result.evaluation.level_bytes),
+              op_bytes=dict(result.evaluation.op_bytes), conversions=conversions,
+              choices=choices, op_groups={g: tuple(m) for g, m in groups.items()},
+              objective=float(result.objective),
+              proven_optimal=bool(result.proven_optimal and planner == "tofu"),
+              notes=tuple(notes), graph_signature=graph_signature(graph),
+              search_seconds=result.seconds)
