@@ -1,0 +1,79 @@
+"""Tests for tf_tofu.tiling: device coordinates, held boxes and op tiles across levels."""
+
+from absl.testing import absltest, parameterized
+
+from tf_tofu import tiling
+from tf_tofu.opdefs.cases import Case, Rand
+from tf_tofu.opdefs.regions import Region
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.opdefs.validate import build_case
+
+
+def matmul_ctx(m=8, k=6, n=4):
+  ctx, _ = build_case(Case("MatMul", [Rand((m, k)), Rand((k, n))]))
+  return ctx
+
+
+class CoordinatesTest(parameterized.TestCase):
+
+  @parameterized.parameters(((2, 2, 2),), ((3, 2),), ((2, 3),), ((5,),))
+  def test_round_trip(self, factors):
+    for d in range(tiling.num_devices(factors)):
+      self.assertEqual(tiling.device_index(tiling.device_coords(d, factors), factors), d)
+
+  def test_first_level_is_most_significant(self):
+    self.assertEqual(tiling.device_coords(5, (2, 2, 2)), (1, 0, 1))
+    self.assertEqual(tiling.device_coords(3, (2, 3)), (1, 0))
+
+
+class HeldTest(absltest.TestCase):
+
+  def test_two_level_tiling(self):
+    boxes = tiling.held_regions((8, 6), [Cut(0), Cut(1)], (2, 3))
+    self.assertEqual(boxes[0], Region.of([(0, 4), (0, 2)]))
+    self.assertEqual(boxes[5], Region.of([(4, 8), (4, 6)]))
+
+  def test_rep_level_keeps_the_box(self):
+    boxes = tiling.held_regions((8, 6), [REP, Cut(0)], (2, 2))
+    self.assertEqual(boxes[0], boxes[2])
+    self.assertEqual(boxes[1], Region.of([(4, 8), (0, 6)]))
+
+  def test_level_count_checked(self):
+    with self.assertRaisesRegex(tiling.TilingError, "levels"):
+      tiling.held_region((8,), [Cut(0)], (2, 2), 0)
+
+
+class OpTilesTest(absltest.TestCase):
+
+  def test_batch_then_reduction(self):
+    tiles = tiling.op_tiles(matmul_ctx(), ("i", "k"), (2, 2), Describer())
+    t = tiles[3]  # coords (1, 1): second half of the rows, second half of k
+    self.assertEqual(t.inputs[0], Region.of([(4, 8), (3, 6)]))
+    self.assertEqual(t.inputs[1], Region.of([(3, 6), (0, 4)]))
+    self.assertEqual(t.outputs[0], Region.of([(4, 8), (0, 4)]))
+    self.assertEqual(t.partial_key, ((1,),))
+    self.assertEqual(tiles[2].partial_key, ((0,),))
+    self.assertEqual(t.context.inputs[0].shape, (4, 3))
+
+  def test_replicate_and_single(self):
+    rep = tiling.op_tiles(matmul_ctx(), ("replicate", "j"), (2, 2), Describer())
+    self.assertEqual(rep[0].outputs, rep[2].outputs)
+    self.assertEqual(rep[1].outputs[0], Region.of([(0, 8), (2, 4)]))
+    single = tiling.op_tiles(matmul_ctx(), ("single", "single"), (2, 2), Describer())
+    self.assertIsNotNone(single[0])
+    self.assertEqual(single[1:], (None, None, None))
+
+  def test_small_worker_piece_runs_replicated(self):
+    # 3 rows cut 2 ways leaves worker 1 one row, which cannot be cut 2 ways again.
+    tiles = tiling.op_tiles(matmul_ctx(m=3), ("i", "i"), (2, 2), Describer())
+    self.assertEqual(tiles[2].outputs[0], tiles[3].outputs[0])
+    self.assertNotEqual(tiles[0].outputs[0], tiles[1].outputs[0])
+
+  def test_unknown_variable_raises(self):
+    with self.assertRaisesRegex(tiling.TilingError, "no index variable 'z'"):
+      tiling.op_tiles(matmul_ctx(), ("z",), (2,), Describer())
+
+
+if __name__ == "__main__":
+  absltest.main()
