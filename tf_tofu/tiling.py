@@ -150,12 +150,6 @@ class Step:
   context: OpContext                  # the sub-op left to the worker
 
 
-def strategy_of(sem: Semantics, choice: str, n: int) -> Optional[Strategy]:
-  """The analysis strategy that cuts index variable ``choice`` n ways, or None."""
-  var = next((v for v in analysis.all_vars(sem) if v.name == choice), None)
-  return analysis.strategy_for(sem, var, n) if var is not None else None
-
-
 def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
             level: int = 1) -> Step:
   """Applies one level's decision to ``ctx`` and returns worker ``w``'s step.
@@ -170,7 +164,7 @@ def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
   sem, reason = describer(ctx)
   if sem is None:
     raise TilingError(f"op {ctx.name!r}: cannot cut {choice!r} at level {level}: {reason}")
-  strat = strategy_of(sem, choice, n)
+  strat = describer.strategy(sem, choice, n)
   if strat is None:
     if any(v.name == choice for v in analysis.all_vars(sem)):
       # This worker's piece is too small (or unevenly shaped) for the cut that the

@@ -81,7 +81,39 @@ class Describer:
 
   def __init__(self):
     self._cache: dict = {}
+    self._strategies: dict = {}
     self.hits = 0
+
+  def strategies(self, sem: Semantics, n: int) -> tuple:
+    """``analysis.strategies(sem, n)``, computed once per Semantics and n."""
+    from tf_tofu.opdefs import analysis
+    key = (id(sem), n)
+    got = self._strategies.get(key)
+    if got is None:
+      got = (sem, analysis.strategies(sem, n))  # keeps sem alive, so its id stays unique
+      self._strategies[key] = got
+    return got[1]
+
+  def facts(self, sem: Semantics):
+    """``analysis.facts(sem)`` (cached)."""
+    from tf_tofu.opdefs import analysis
+    key = (id(sem), "facts")
+    got = self._strategies.get(key)
+    if got is None:
+      got = (sem, analysis.facts(sem))
+      self._strategies[key] = got
+    return got[1]
+
+  def strategy(self, sem: Semantics, var: str, n: int):
+    """The strategy cutting index variable ``var`` n ways, or None (cached)."""
+    from tf_tofu.opdefs import analysis
+    key = (id(sem), var, n)
+    got = self._strategies.get(key)
+    if got is None:
+      v = next((x for x in analysis.all_vars(sem) if x.name == var), None)
+      got = (sem, analysis.strategy_for(sem, v, n) if v is not None else None)
+      self._strategies[key] = got
+    return got[1]
 
   def __call__(self, op: OpContext):
     """Returns ``(semantics or None, reason or None)`` for ``op``."""

@@ -122,9 +122,8 @@ def spartan(describer, options):
 
 def _weight_dims(op, sem, describer, n, weight_slot):
   """(free dims, contracted dims) of the weight input, read off the op's strategies."""
-  from tf_tofu.opdefs import analysis
   free, contracted = [], []
-  for s in analysis.strategies(sem, n):
+  for s in describer.strategies(sem, n):
     need = s.inputs[weight_slot]
     if need is not None and isinstance(need.state, Cut):
       (contracted if any(isinstance(o, Partial) for o in s.outputs) else free).append(need.state.dim)

@@ -16,7 +16,6 @@ what keeps the DP narrow; they never make a plan incorrect.
 
 from __future__ import annotations
 
-from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search.problem import SearchGraph
 
@@ -63,7 +62,7 @@ def tensor_groups(graph: SearchGraph, describer: Describer) -> list[list[str]]:
     if op.kind != "compute" or len(op.outputs) != 1:
       continue
     sem, _ = describer(op.context)
-    if sem is None or not analysis.facts(sem).elementwise:
+    if sem is None or not describer.facts(sem).elementwise:
       continue
     for t in op.inputs:
       if t is not None:

@@ -73,7 +73,7 @@ def _op_strategies(op: SOp, ctx, n: int, describer: Describer):
   meta = frozenset()
   if sem is not None:
     meta = sem.meta_inputs - sem.accessed_inputs
-    for s in analysis.strategies(sem, n):
+    for s in describer.strategies(sem, n):
       needs = [None if need is None else list(need.regions) for need in s.inputs]
       made = []
       for o, st in enumerate(s.outputs):
