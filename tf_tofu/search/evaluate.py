@@ -21,7 +21,7 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from tf_tofu import transfers
-from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.opdefs.strategy import State
 from tf_tofu.search.problem import SearchGraph
 from tf_tofu.tiling import device_coords, held_regions, op_tiles
@@ -53,18 +53,30 @@ def piece_level(piece: transfers.Piece, factors: Sequence[int]) -> int:
 
 def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, Sequence[State]],
              strategies: Mapping[str, Sequence[str]], describer: Describer) -> Evaluation:
-  """Exact bytes of the plan; see the module docstring."""
-  held = {t: held_regions(graph.tensors[t].shape, layouts[t], factors) for t in graph.tensors}
+  """Exact bytes of the plan; see the module docstring.
+
+  Identical ops (same signature and strategy) share their tiles, and equal
+  (layout, need) pairs share their pieces, so repeated blocks are priced once.
+  """
+  factors = tuple(factors)
+  held_cache: dict = {}
+  tiles_cache: dict = {}
+  pieces_cache: dict = {}
+
+  def held(t):
+    key = (graph.tensors[t].shape, tuple(layouts[t]))
+    if key not in held_cache:
+      held_cache[key] = held_regions(key[0], key[1], factors)
+    return key, held_cache[key]
+
   level_bytes = [0] * len(factors)
   op_bytes: dict[str, int] = collections.defaultdict(int)
   conversions = []
   needs: dict[str, dict[tuple, list[str]]] = collections.defaultdict(dict)
 
-  def account(tensor, what, pieces, ops):
+  def account(tensor, what, levels, ops):
     size = graph.tensors[tensor].itemsize
-    lv = [0] * len(factors)
-    for p in pieces:
-      lv[piece_level(p, factors)] += p.elements * size
+    lv = [x * size for x in levels]
     total = sum(lv)
     if total:
       for i, b in enumerate(lv):
@@ -74,23 +86,42 @@ def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, S
         op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
       conversions.append(Conversion(tensor, what, total, tuple(lv)))
 
+  def elements_per_level(pieces):
+    lv = [0] * len(factors)
+    for p in pieces:
+      lv[piece_level(p, factors)] += p.elements
+    return lv
+
   for op in graph.ops:
     if op.kind not in ("compute", "single"):
       continue
-    tiles = op_tiles(op.context, strategies[op.name], factors, describer)
+    tkey = (context_key(op.context), tuple(strategies[op.name]))
+    if tkey not in tiles_cache:
+      tiles_cache[tkey] = op_tiles(op.context, strategies[op.name], factors, describer)
+    tiles = tiles_cache[tkey]
     for o, t in enumerate(op.outputs):
-      produced = [tile.outputs[o] if tile else None for tile in tiles]
-      keys = [tile.partial_key[o] if tile else None for tile in tiles]
-      account(t, f"produce {op.name}", transfers.produce_into(produced, keys, held[t], factors),
-              [op.name])
+      hkey, h = held(t)
+      pkey = ("produce", tkey, o, hkey)
+      if pkey not in pieces_cache:
+        produced = [tile.outputs[o] if tile else None for tile in tiles]
+        keys = [tile.partial_key[o] if tile else None for tile in tiles]
+        pieces_cache[pkey] = elements_per_level(transfers.produce_into(produced, keys, h, factors))
+      account(t, f"produce {op.name}", pieces_cache[pkey], [op.name])
     for i, t in enumerate(op.inputs):
       if t is None:
         continue
       need = tuple(tile.inputs[i] if tile else None for tile in tiles)
       if all(r is None for r in need):
         continue
-      needs[t].setdefault(need, []).append(op.name)
+      needs[t].setdefault((tkey, i), (need, []))[1].append(op.name)
   for t, by_need in needs.items():
-    for need, ops in by_need.items():
-      account(t, "feed " + ", ".join(ops), transfers.gather(held[t], list(need), factors), ops)
+    hkey, h = held(t)
+    merged: dict[tuple, list[str]] = {}
+    for need, ops in by_need.values():
+      merged.setdefault(need, []).extend(ops)
+    for need, ops in merged.items():
+      pkey = ("feed", hkey, need)
+      if pkey not in pieces_cache:
+        pieces_cache[pkey] = elements_per_level(transfers.gather(h, list(need), factors))
+      account(t, "feed " + ", ".join(ops), pieces_cache[pkey], ops)
   return Evaluation(sum(level_bytes), tuple(level_bytes), dict(op_bytes), tuple(conversions))

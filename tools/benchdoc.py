@@ -1,0 +1,33 @@
+"""Writes one benchmark's section of docs/benchmarks.md, keeping the others.
+
+Each section sits between ``<!-- begin NAME -->`` and ``<!-- end NAME -->``
+and starts with the command that produced it and the date.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "benchmarks.md")
+HEADER = ("# Benchmarks\n\n"
+          "Every section below is written by the tool named in it; rerun that command to refresh it.\n"
+          "Times are wall-clock on the machine named in the section; bytes are per training step.\n")
+
+
+def write_section(name: str, command: str, body: str) -> None:
+  text = open(DOC).read() if os.path.exists(DOC) else HEADER
+  stamp = datetime.date.today().isoformat()
+  machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+  section = (f"<!-- begin {name} -->\n## {name}\n\nCommand: `{command}` ({stamp}; {machine})\n\n"
+             f"{body.rstrip()}\n<!-- end {name} -->\n")
+  pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n",
+                       re.S)
+  text = pattern.sub(lambda _: section, text) if pattern.search(text) else (
+      text.rstrip() + "\n\n" + section)
+  os.makedirs(os.path.dirname(DOC), exist_ok=True)
+  with open(DOC, "w") as f:
+    f.write(text)
