@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_tofu.opdefs.description import TensorInfo
-from tf_tofu.opdefs.kernels import attrs_to_python, context_from_node_def
+from tf_tofu.opdefs.kernels import context_from_node_def
 from tf_tofu.opdefs.registry import Describer
 
 

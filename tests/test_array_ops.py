@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 import numpy as np
-import tensorflow as tf
 from absl.testing import absltest, parameterized
 
 from tf_tofu.opdefs import analysis, registry, validate

@@ -13,7 +13,7 @@ import numpy as np
 from absl.testing import absltest, parameterized
 
 from tf_tofu.opdefs import analysis, registry, validate
-from tf_tofu.opdefs.cases import Case, Fixed, Rand, nn_cases
+from tf_tofu.opdefs.cases import Case, Rand, nn_cases
 from tf_tofu.opdefs.description import DescriptionError, OpContext, Semantics, TensorInfo
 from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut, Strategy
 

@@ -34,10 +34,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tf_tofu.opdefs import analysis
-from tf_tofu.opdefs.description import OpContext, Semantics, TensorInfo, WorkerView
+from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
 from tf_tofu.opdefs.regions import Interval, Region, block
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import Cut, Partial, Rep, State, Strategy
+from tf_tofu.opdefs.strategy import Cut, Partial, Rep, State
 
 REPLICATE = "replicate"
 SINGLE = "single"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import sys
 from typing import Optional, Sequence
 
 import numpy as np
@@ -30,7 +29,7 @@ from tf_tofu.opdefs import analysis, registry
 from tf_tofu.opdefs.cases import Case, Fixed, all_cases
 from tf_tofu.opdefs.description import Semantics, TensorInfo
 from tf_tofu.opdefs.kernels import call_raw_op, context_from_node_def, run_op
-from tf_tofu.opdefs.strategy import Cut, Partial, Rep, Strategy
+from tf_tofu.opdefs.strategy import Cut, Partial, Strategy
 
 RTOL = 1e-4
 ATOL = 1e-5

@@ -23,7 +23,7 @@ same recursion over factor orders, exact pricing and reporting):
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 import numpy as np
 

@@ -24,7 +24,6 @@ import numpy as np
 from absl import logging
 
 from tf_tofu import transfers
-from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
@@ -62,7 +61,6 @@ def candidate_states(shape: Sequence[int], n: int, allow_rep: bool) -> tuple[Sta
 
 def _op_strategies(op: SOp, ctx, n: int, describer: Describer):
   """``[(name, need per input slot, made per output)]`` of an op's options at this level."""
-  k_in, k_out = len(ctx.inputs), len(ctx.outputs)
   whole_in = [Region.whole(t.shape) for t in ctx.inputs]
   whole_out = [Region.whole(t.shape) for t in ctx.outputs]
   if op.kind == "single":

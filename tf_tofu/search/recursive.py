@@ -20,16 +20,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from absl import logging
 
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import REP, Cut, State
+from tf_tofu.opdefs.strategy import Cut, State
 from tf_tofu.search import onecut
 from tf_tofu.search.evaluate import Evaluation, evaluate
 from tf_tofu.search.problem import SearchGraph
-from tf_tofu.tiling import REPLICATE, SINGLE, descend, sub_block
+from tf_tofu.tiling import descend, sub_block
 from tf_tofu.opdefs.regions import Interval
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional
+from typing import Mapping
 
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import State
