@@ -75,8 +75,8 @@ def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planne
   """
   tofu_graph = as_graph(fn_or_graph, signature)
   names = devices_lib.resolve(devices)
-  sgraph = problem.from_tofu_graph(tofu_graph)
   describer = describer or Describer()
+  sgraph = problem.from_tofu_graph(tofu_graph, describer)
   result = baselines.plan_with(planner, sgraph, len(names), describer,
                                search_options(sgraph, constraints, **options))
   return plan_from_search(result, sgraph, planner, names)

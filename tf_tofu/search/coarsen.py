@@ -52,8 +52,9 @@ def tensor_groups(graph: SearchGraph, describer: Describer) -> list[list[str]]:
   for op in graph.ops:
     if op.kind == "read" and op.outputs:
       tie(op.inputs[0], op.outputs[0])
-    elif op.kind == "update" and len(op.inputs) >= 2:
-      tie(op.inputs[0], op.inputs[1])
+    elif op.kind == "update":
+      for t in op.inputs[1:]:
+        tie(op.inputs[0], t)  # slots, gradient, value written: those of the variable's shape
   for handle, grad in sorted(graph.var_gradients.items()):
     tie(handle, grad)
   for fwd, grad in sorted(graph.gradient_of.items()):

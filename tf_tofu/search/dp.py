@@ -117,6 +117,20 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
   def score(g: int) -> tuple[int, int]:
     return int(np.prod([domains[s] for s in scope_of(g)], dtype=np.float64)), g
 
+  # Groups with a single state are fixed: fold them into their factors first.
+  for g in range(n):
+    if domains[g] == 1:
+      for fid in sorted(touching[g]):
+        f = live.pop(fid)
+        for s in f.scope:
+          touching[s].discard(fid)
+        i = f.scope.index(g)
+        rest = Factor(f.scope[:i] + f.scope[i + 1:], np.take(f.table, 0, axis=i))
+        if rest.scope:
+          live[next_id] = rest
+          for s in rest.scope:
+            touching[s].add(next_id)
+          next_id += 1
   heap = [(*score(g), 0) for g in range(n)]
   heapq.heapify(heap)
   version = [0] * n
@@ -151,7 +165,7 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
     if g not in remaining or ver != version[g]:
       continue
     scope = scope_of(g)
-    if size > max_table:
+    if size > max_table or len(scope) > 32:
       if heuristic is None:
         heuristic = coordinate_descent(domains, original)
       victim = max(scope, key=lambda s: (len(touching[s]), -s))

@@ -9,13 +9,17 @@ Built once from a :class:`tf_tofu.graph.TofuGraph`.  Every op falls in one kind:
 * ``source`` - Const, Placeholder and variable handles: their tensors can be
   produced in any layout for free (constants are built per device, feeds are
   split on the host, variables are created as shards);
-* ``read`` / ``update`` - ReadVariableOp and Assign{,Add,Sub}VariableOp: they
-  run on the variable's shards, so their value tensors are tied to the
-  variable's layout and cost nothing;
+* ``read`` / ``update`` - ReadVariableOp, Assign{,Add,Sub}VariableOp and the
+  fused ResourceApply* optimizer kernels: they run on the variable's shards,
+  so every input of the variable's shape (its slots, the gradient, the value
+  written) is tied to the variable's layout and costs nothing; their other
+  inputs (scalar hyper-parameters) are needed whole on every device;
 * ``ignored`` - ops with no data outputs that matter for layout (NoOp).
 
 A variable's value is represented by its handle tensor, with the variable's
-shape and dtype.
+shape and dtype.  An op that reads a variable through its handle
+(ResourceGather) is described as the same op on the value (GatherV2, with a
+constant axis 0 that has no tensor in the graph).
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ from tf_tofu.opdefs.kernels import context_from_node_def
 
 SOURCE_OPS = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "VarHandleOp", "_Arg"})
 READ_OPS = frozenset({"ReadVariableOp"})
-UPDATE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"})
+UPDATE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+                        "ResourceApplyGradientDescent", "ResourceApplyAdam",
+                        "ResourceApplyMomentum", "ResourceApplyKerasMomentum"})
+# Ops that read a variable through its handle, described as the op on its value.
+RESOURCE_AS_VALUE = {"ResourceGather": "GatherV2"}
 IGNORED_OPS = frozenset({"NoOp"})
 
 
@@ -84,8 +92,21 @@ def itemsize(dtype: str) -> int:
   return np.dtype(dtype).itemsize
 
 
-def from_tofu_graph(graph) -> SearchGraph:
+def _as_value_op(op, ctx: OpContext, describer):
+  """ResourceGather(handle, indices) as GatherV2(value, indices, axis=0)."""
+  attrs = {"batch_dims": int(ctx.attrs.get("batch_dims", 0)), "Tparams": ctx.attrs.get("dtype"),
+           "Tindices": ctx.attrs.get("Tindices", "int32"), "Taxis": "int32"}
+  inputs = tuple(ctx.inputs) + (TensorInfo((), "int32", np.array(0, np.int32)),)
+  value_ctx = OpContext(name=ctx.name, op_type=RESOURCE_AS_VALUE[op.op_type], attrs=attrs,
+                        inputs=inputs, outputs=tuple(ctx.outputs))
+  sem, reason = describer(value_ctx)
+  return value_ctx, sem, reason
+
+
+def from_tofu_graph(graph, describer=None) -> SearchGraph:
   """Builds the search view of an ingested :class:`TofuGraph`."""
+  from tf_tofu.opdefs.registry import Describer
+  describer = describer or Describer()
   var_info = {v.handle: v for v in graph.variables}
   tensors: dict[str, STensor] = {}
   for name, t in graph.tensors.items():
@@ -103,6 +124,12 @@ def from_tofu_graph(graph) -> SearchGraph:
       infos.append(TensorInfo(st.shape, st.dtype, t.value))
     outs = [TensorInfo(tensors[o].shape, tensors[o].dtype) for o in op.outputs]
     ctx = context_from_node_def(op.node_def, infos, outs)
+    inputs = tuple(op.inputs)
+    semantics = op.semantics
+    reason = op.opaque_reason
+    if op.op_type in RESOURCE_AS_VALUE and op.inputs and op.inputs[0] in var_info:
+      ctx, semantics, reason = _as_value_op(op, ctx, describer)
+      inputs = inputs + (None,)
     if op.op_type in SOURCE_OPS:
       kind = "source"
     elif op.op_type in READ_OPS:
@@ -111,12 +138,12 @@ def from_tofu_graph(graph) -> SearchGraph:
       kind = "update"
     elif op.op_type in IGNORED_OPS or not (op.outputs or op.inputs):
       kind = "ignored"
-    elif op.semantics is not None:
+    elif semantics is not None:
       kind = "compute"
     else:
       kind = "single"
-    ops.append(SOp(op.name, op.op_type, kind, ctx, tuple(op.inputs), tuple(op.outputs),
-                   op.opaque_reason if kind == "single" else None))
+    ops.append(SOp(op.name, op.op_type, kind, ctx, inputs, tuple(op.outputs),
+                   reason if kind == "single" else None))
   return SearchGraph(tensors=tensors, ops=ops,
                      variables={v.handle: v.name for v in graph.variables},
                      var_gradients={v.handle: v.gradient for v in graph.variables if v.gradient},
