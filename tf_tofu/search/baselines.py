@@ -5,9 +5,13 @@ same recursion over factor orders, exact pricing and reporting):
 
 * ``datapar`` - data parallelism: every variable (with its gradient and
   update) is replicated, every other tensor is cut on dim 0 (the batch)
-  where it can be; each op then takes its cheapest strategy.
+  where it can be; each op then takes its cheapest strategy.  It is the one
+  baseline that stores tensors replicated, so it holds k copies of the model.
 * ``allrow`` - AllRow-Greedy: every tensor is cut on dim 0 at every level,
   each op picks its cheapest strategy.
+
+Where a tensor's dim 0 cannot be cut (fewer elements than workers), a baseline
+lets it take any of the cuts Tofu could give it, never a replicated copy.
 * ``spartan`` - greedy by size: tensor groups, largest first, each take the
   state that is cheapest given the groups already decided (undecided ones
   assumed at their best).
@@ -68,14 +72,19 @@ def datapar(describer, options):
     var_groups = _variable_groups(graph, groups)
     out = {}
     for g, members in enumerate(groups):
-      out[g] = (REP,) if g in var_groups else (_first_cut(shapes[members[0]], n) or (REP,))
+      cut = _first_cut(shapes[members[0]], n)
+      if g in var_groups:
+        out[g] = (REP,)
+      elif cut:
+        out[g] = cut
     return out
   return _solver_with(allowed, describer, options)
 
 
 def allrow(describer, options):
   def allowed(graph, groups, shapes, n, level):
-    return {g: _first_cut(shapes[m[0]], n) or (REP,) for g, m in enumerate(groups)}
+    return {g: _first_cut(shapes[m[0]], n) for g, m in enumerate(groups)
+            if _first_cut(shapes[m[0]], n)}
   return _solver_with(allowed, describer, options)
 
 

@@ -18,6 +18,7 @@ kept for the report.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -84,111 +85,192 @@ def _op_strategies(op: SOp, ctx, n: int, describer: Describer):
   return options, meta
 
 
-def _slot_costs(op: SOp, ctx, n, describer, slot_states, itemsizes):
-  """Per option, per slot, the cost vector over that slot's candidate states."""
-  options, meta = _op_strategies(op, ctx, n, describer)
-  names, costs = [], []
-  for name, needs, made in options:
-    per_slot = []
-    for slot, (kind, idx) in enumerate(_slots(op, ctx, meta)):
-      states = slot_states[slot]
-      vec = np.zeros(len(states))
-      for j, st in enumerate(states):
-        if kind == "in":
-          held = held_regions(ctx.inputs[idx].shape, [st], (n,))
-          pieces = transfers.gather(held, needs[idx], (n,))
-        else:
-          held = held_regions(ctx.outputs[idx].shape, [st], (n,))
-          regions, keys = made[idx]
-          pieces = transfers.produce_into(regions, keys, held, (n,))
-        vec[j] = sum(p.elements for p in pieces) * itemsizes[slot]
-      per_slot.append(vec)
-    names.append(name)
-    costs.append(per_slot)
-  return names, costs
-
-
 def _slots(op: SOp, ctx, meta) -> list[tuple[str, int]]:
   slots = [("in", i) for i, t in enumerate(op.inputs) if t is not None and i not in meta]
   slots += [("out", o) for o in range(len(op.outputs))]
   return slots
 
 
+class _Pricer:
+  """Cost vectors of one conversion over a group's candidate states, memoised."""
+
+  def __init__(self, n: int):
+    self.n = n
+    self.cache: dict = {}
+
+  def feed(self, shape, states, need, itemsize) -> np.ndarray:
+    key = ("in", shape, states, need, itemsize)
+    if key not in self.cache:
+      vec = np.zeros(len(states))
+      for j, st in enumerate(states):
+        held = held_regions(shape, [st], (self.n,))
+        vec[j] = sum(p.elements for p in transfers.gather(held, list(need), (self.n,))) * itemsize
+      self.cache[key] = vec
+    return self.cache[key]
+
+  def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
+    key = ("out", shape, states, regions, keys, itemsize)
+    if key not in self.cache:
+      vec = np.zeros(len(states))
+      for j, st in enumerate(states):
+        held = held_regions(shape, [st], (self.n,))
+        pieces = transfers.produce_into(list(regions), list(keys), held, (self.n,))
+        vec[j] = sum(p.elements for p in pieces) * itemsize
+      self.cache[key] = vec
+    return self.cache[key]
+
+
+def _member_options(op: SOp, ctx, n, describer, tensor_states, itemsize_of, pricer, forced):
+  """Per option of one op: its name and its conversions ``(dedupe key, tensor, vec)``.
+
+  Two members of an op group that need the same boxes of the same tensor share
+  the dedupe key ``("in", tensor, boxes)``, so the group pays for it once.
+  """
+  options, meta = _op_strategies(op, ctx, n, describer)
+  if forced is not None:
+    options = [o for o in options if o[0] == forced]
+    if not options:
+      names = [o[0] for o in _op_strategies(op, ctx, n, describer)[0]]
+      raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
+                       f"available with {n} workers; its options are {names}")
+  out = []
+  for name, needs, made in options:
+    entries = []
+    for kind, idx in _slots(op, ctx, meta):
+      if kind == "in":
+        t = op.inputs[idx]
+        need = tuple(needs[idx])
+        vec = pricer.feed(ctx.inputs[idx].shape, tensor_states[t], need, itemsize_of[t])
+        entries.append((("in", t, need), t, vec))
+      else:
+        t = op.outputs[idx]
+        regions, keys = made[idx]
+        vec = pricer.produce(ctx.outputs[idx].shape, tensor_states[t], tuple(regions),
+                             tuple(keys), itemsize_of[t])
+        entries.append((("out", op.name, idx), t, vec))
+    out.append((name, entries))
+  return out
+
+
+MAX_JOINT = 1 << 18  # combos x table entries of one op group priced jointly
+
+
 @dataclasses.dataclass(frozen=True)
 class LevelProblem:
-  """The priced one-cut problem: group domains, op factors, and per-op option tables."""
+  """The priced one-cut problem: group domains, factors, and per-unit option tables.
+
+  A unit is an op group (a forward op with the gradient ops that differentiate
+  it) priced jointly, so that its members share conversions of a tensor they
+  need alike; ``units[u] = (member ops, scope, names per combo, table)``.
+  """
 
   n: int
   domains: tuple[tuple[State, ...], ...]
   factors: tuple[dp.Factor, ...]
-  op_tables: tuple[tuple[SOp, tuple[int, ...], tuple[str, ...], np.ndarray], ...]
+  units: tuple[tuple[tuple[SOp, ...], tuple[int, ...], tuple[tuple[str, ...], ...], np.ndarray], ...]
+
+
+def _units(graph: SearchGraph) -> list[list[SOp]]:
+  by_lead: dict[str, list[SOp]] = {}
+  for op in graph.ops:
+    if op.kind in ("compute", "single"):
+      by_lead.setdefault(graph.forward_op_of.get(op.name, op.name), []).append(op)
+  return list(by_lead.values())
 
 
 def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
                 forced_ops: Mapping[str, str] = {}) -> LevelProblem:
-  """Prices every op's options against every state of its groups; see the module docstring."""
+  """Prices every op group's options against every state of its tensor groups.
+
+  A unit's factor is ``F(x) = min over joint member options c of the sum of the
+  distinct conversions of c``; a unit whose joint table would exceed
+  ``MAX_JOINT`` entries is priced member by member instead.
+  """
   group_of = {t: g for g, members in enumerate(groups) for t in members}
   domains = []
   for g, members in enumerate(groups):
     states = allowed.get(g) or candidate_states(shapes[members[0]], n, allow_rep)
     domains.append(tuple(states))
-  factors, tables = [], []
+  tensor_states = {t: domains[group_of[t]] for t in graph.tensors}
+  itemsize_of = {t: s.itemsize for t, s in graph.tensors.items()}
+  pricer = _Pricer(n)
+  factors, units = [], []
   cache: dict = {}
-  ops = [o for o in graph.ops if o.kind in ("compute", "single")]
-  for count, op in enumerate(ops):
-    ctx = contexts[op.name]
-    sem_meta = frozenset()
-    if op.kind == "compute":
-      sem, _ = describer(ctx)
-      if sem is not None:
-        sem_meta = sem.meta_inputs - sem.accessed_inputs
-    slots = _slots(op, ctx, sem_meta)
-    tensors = [op.inputs[i] if kind == "in" else op.outputs[i] for kind, i in slots]
-    slot_groups = [group_of[t] for t in tensors]
-    slot_states = [domains[g] for g in slot_groups]
-    itemsizes = [graph.tensors[t].itemsize for t in tensors]
-    scope = tuple(sorted(set(slot_groups)))
-    pattern = tuple(scope.index(g) for g in slot_groups)
-    forced = forced_ops.get(op.name)
-    key = (context_key(ctx), op.kind, pattern, tuple(slot_states), tuple(itemsizes), forced)
-    if key not in cache:
-      names, costs = _slot_costs(op, ctx, n, describer, slot_states, itemsizes)
-      if forced is not None:
-        keep = [i for i, nm in enumerate(names) if nm == forced]
-        if not keep:
-          raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
-                           f"available with {n} workers; its options are {names}")
-        names, costs = [names[i] for i in keep], [costs[i] for i in keep]
-      stack = np.zeros((len(names),) + tuple(len(domains[g]) for g in scope))
-      for s_i, per_slot in enumerate(costs):
-        for slot, vec in enumerate(per_slot):
-          shape = [1] * len(scope)
-          shape[pattern[slot]] = len(vec)
-          stack[s_i] = stack[s_i] + vec.reshape(shape)
-      cache[key] = (tuple(names), stack)
-    names, stack = cache[key]
-    if scope:
-      factors.append(dp.Factor(scope, stack.min(axis=0)))
-    tables.append((op, scope, names, stack))
+  todo = _units(graph)
+  for count, unit in enumerate(todo):
+    tables = [_member_options(op, contexts[op.name], n, describer, tensor_states, itemsize_of,
+                              pricer, forced_ops.get(op.name)) for op in unit]
+    scope = tuple(sorted({group_of[t] for opts in tables for _, ents in opts
+                          for _, t, _ in ents}))
+    size = int(np.prod([len(domains[g]) for g in scope], dtype=np.float64)) if scope else 1
+    combos = int(np.prod([len(t) for t in tables], dtype=np.float64))
+    parts = [(unit, tables)] if combos * size <= MAX_JOINT else [([op], [t]) for op, t in zip(unit, tables)]
+    for members, member_tables in parts:
+      key = tuple((context_key(contexts[op.name]), op.kind, forced_ops.get(op.name)) for op in members)
+      local = {}
+      for opts in member_tables:
+        for _, ents in opts:
+          for _, t, _ in ents:
+            local.setdefault(t, len(local))
+      sub_scope = tuple(sorted({group_of[t] for t in local}))
+      struct = (key, tuple((sub_scope.index(group_of[t]), itemsize_of[t]) for t in local),
+                tuple(domains[g] for g in sub_scope),
+                _entry_pattern(member_tables, members, local))
+      if struct not in cache:
+        cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of)
+      names, stack = cache[struct]
+      if sub_scope:
+        factors.append(dp.Factor(sub_scope, stack.min(axis=0)))
+      units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
-      logging.info("level n=%d: priced %d/%d ops", n, count + 1, len(ops))
-  return LevelProblem(n, tuple(domains), tuple(factors), tuple(tables))
+      logging.info("level n=%d: priced %d/%d op groups", n, count + 1, len(todo))
+  return LevelProblem(n, tuple(domains), tuple(factors), tuple(units))
+
+
+def _entry_pattern(member_tables, members, local) -> tuple:
+  """The dedupe structure of a unit's options with tensors and ops by local index."""
+  index = {op.name: m for m, op in enumerate(members)}
+
+  def rel(dkey):
+    return (dkey[0], local[dkey[1]], dkey[2]) if dkey[0] == "in" else (dkey[0], index[dkey[1]], dkey[2])
+
+  return tuple(tuple((name, tuple(rel(dk) for dk, _, _ in entries)) for name, entries in opts)
+               for opts in member_tables)
+
+
+def _joint_table(member_tables, scope, domains, group_of):
+  """``(names per combo, table[combo, *scope])`` with shared conversions paid once."""
+  combos = list(itertools.product(*member_tables))
+  stack = np.zeros((len(combos),) + tuple(len(domains[g]) for g in scope))
+  for c, combo in enumerate(combos):
+    seen = set()
+    for _, entries in combo:
+      for dkey, t, vec in entries:
+        if dkey in seen:
+          continue
+        seen.add(dkey)
+        shape = [1] * len(scope)
+        shape[scope.index(group_of[t])] = len(vec)
+        stack[c] += vec.reshape(shape)
+  names = tuple(tuple(name for name, _ in combo) for combo in combos)
+  return names, stack
 
 
 def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optimal: bool,
                  width: int = 0, fixed_groups: int = 0) -> LevelResult:
-  """Given group states, every op takes its cheapest option (first on ties)."""
+  """Given group states, every op group takes its cheapest joint option (first on ties)."""
   choices = {}
-  for op, scope, names, stack in problem.op_tables:
+  for members, scope, names, stack in problem.units:
     vec = stack[(slice(None),) + tuple(assignment[g] for g in scope)]
     order = np.argsort(vec, kind="stable")
     best = int(order[0])
     alt = int(order[1]) if len(order) > 1 else None
-    choices[op.name] = Choice(names[best], float(vec[best]),
-                              names[alt] if alt is not None else None,
-                              float(vec[alt]) if alt is not None else None)
+    for m, op in enumerate(members):
+      choices[op.name] = Choice(names[best][m], float(vec[best]),
+                                names[alt][m] if alt is not None else None,
+                                float(vec[alt]) if alt is not None else None)
   states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
                      objective=dp.evaluate(problem.factors, assignment),
