@@ -1,3 +1,20 @@
 """tf_tofu: automatic dataflow-graph partitioning (Tofu) for TensorFlow."""
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "trace": "tf_tofu.graph",
+    "TofuGraph": "tf_tofu.graph",
+    "plan": "tf_tofu.api",
+    "Plan": "tf_tofu.plans",
+    "SearchOptions": "tf_tofu.search.tofu",
+    "PLANNERS": "tf_tofu.search.baselines",
+}
+
+
+def __getattr__(name):
+  """The public names load TensorFlow on first use, not at package import."""
+  if name in _LAZY:
+    import importlib
+    return getattr(importlib.import_module(_LAZY[name]), name)
+  raise AttributeError(f"module 'tf_tofu' has no attribute {name!r}")

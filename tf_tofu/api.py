@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from tf_tofu import devices as devices_lib
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import state_from_str
-from tf_tofu.plan import Plan, plan_from_search
+from tf_tofu.plans import Plan, plan_from_search
 from tf_tofu.search import baselines, problem
 from tf_tofu.search.tofu import SearchOptions
 

@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.plan: JSON round trip, graph checks, the report."""
+"""Tests for tf_tofu.plans: JSON round trip, graph checks, the report."""
 
 import json
 import os
@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
-from tf_tofu.plan import Plan, PlanError, plan_from_search  # noqa: E402
+from tf_tofu.plans import Plan, PlanError, plan_from_search  # noqa: E402
 from tf_tofu.search import baselines, problem  # noqa: E402
 
 
