@@ -204,9 +204,10 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                               pricer, forced_ops.get(op.name)) for op in unit]
     scope = tuple(sorted({group_of[t] for opts in tables for _, ents in opts
                           for _, t, _ in ents}))
-    size = int(np.prod([len(domains[g]) for g in scope], dtype=np.float64)) if scope else 1
-    combos = int(np.prod([len(t) for t in tables], dtype=np.float64))
-    parts = [(unit, tables)] if combos * size <= MAX_JOINT else [([op], [t]) for op, t in zip(unit, tables)]
+    size = float(np.prod([float(len(domains[g])) for g in scope]))
+    combos = float(np.prod([float(len(t)) for t in tables]))
+    joint = combos * size <= MAX_JOINT
+    parts = [(unit, tables)] if joint else [([op], [t]) for op, t in zip(unit, tables)]
     for members, member_tables in parts:
       key = tuple((context_key(contexts[op.name]), op.kind, forced_ops.get(op.name)) for op in members)
       local = {}
