@@ -120,17 +120,41 @@ class _Pricer:
     return self.cache[key]
 
 
-def _member_options(op: SOp, ctx, n, describer, tensor_states, itemsize_of, pricer, forced):
+def _member_options(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, pricer,
+                    forced, skeletons: dict):
   """Per option of one op: its name and its conversions ``(dedupe key, tensor, vec)``.
 
   Two members of an op group that need the same boxes of the same tensor share
   the dedupe key ``("in", tensor, boxes)``, so the group pays for it once.
+  Ops of one signature share one priced skeleton (``skeletons``), with their
+  own tensor names filled in.
   """
+  slot_tensors = [op.inputs[i] for i in range(len(op.inputs))] + list(op.outputs)
+  skey = (ckey, op.kind, forced, tuple(tensor_states[t] if t else None for t in slot_tensors),
+          tuple(itemsize_of[t] if t else 0 for t in slot_tensors))
+  if skey not in skeletons:
+    skeletons[skey] = _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer,
+                                      forced)
+  out = []
+  for name, entries in skeletons[skey]:
+    ents = []
+    for kind, idx, need, vec in entries:
+      if kind == "in":
+        t = op.inputs[idx]
+        ents.append((("in", t, need), t, vec))
+      else:
+        t = op.outputs[idx]
+        ents.append((("out", op.name, idx), t, vec))
+    out.append((name, ents))
+  return out
+
+
+def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced):
   options, meta = _op_strategies(op, ctx, n, describer)
   if forced is not None:
+    names = [o[0] for o in options]
     options = [o for o in options if o[0] == forced]
     if not options:
-      names = [o[0] for o in _op_strategies(op, ctx, n, describer)[0]]
       raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
                        f"available with {n} workers; its options are {names}")
   out = []
@@ -141,13 +165,13 @@ def _member_options(op: SOp, ctx, n, describer, tensor_states, itemsize_of, pric
         t = op.inputs[idx]
         need = tuple(needs[idx])
         vec = pricer.feed(ctx.inputs[idx].shape, tensor_states[t], need, itemsize_of[t])
-        entries.append((("in", t, need), t, vec))
+        entries.append(("in", idx, need, vec))
       else:
         t = op.outputs[idx]
         regions, keys = made[idx]
         vec = pricer.produce(ctx.outputs[idx].shape, tensor_states[t], tuple(regions),
                              tuple(keys), itemsize_of[t])
-        entries.append((("out", op.name, idx), t, vec))
+        entries.append(("out", idx, None, vec))
     out.append((name, entries))
   return out
 
@@ -199,9 +223,12 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   factors, units = [], []
   cache: dict = {}
   todo = _units(graph)
+  skeletons: dict = {}
+  ckeys = {op.name: context_key(contexts[op.name]) for unit in todo for op in unit}
   for count, unit in enumerate(todo):
-    tables = [_member_options(op, contexts[op.name], n, describer, tensor_states, itemsize_of,
-                              pricer, forced_ops.get(op.name)) for op in unit]
+    tables = [_member_options(op, contexts[op.name], ckeys[op.name], n, describer, tensor_states,
+                              itemsize_of, pricer, forced_ops.get(op.name), skeletons)
+              for op in unit]
     scope = tuple(sorted({group_of[t] for opts in tables for _, ents in opts
                           for _, t, _ in ents}))
     size = float(np.prod([float(len(domains[g])) for g in scope]))
@@ -209,7 +236,7 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
     joint = combos * size <= MAX_JOINT
     parts = [(unit, tables)] if joint else [([op], [t]) for op, t in zip(unit, tables)]
     for members, member_tables in parts:
-      key = tuple((context_key(contexts[op.name]), op.kind, forced_ops.get(op.name)) for op in members)
+      key = tuple((ckeys[op.name], op.kind, forced_ops.get(op.name)) for op in members)
       local = {}
       for opts in member_tables:
         for _, ents in opts:
