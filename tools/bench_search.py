@@ -1,0 +1,102 @@
+"""Benchmarks the planner: search time against k, and predicted bytes per planner.
+
+    python tools/bench_search.py                 # the paper-sized models, writes docs/benchmarks.md
+    python tools/bench_search.py --models=mlp --sizes=tiny --nowrite
+
+Prints one line per (model, k, planner) and writes two sections of
+docs/benchmarks.md: search time at k = 2, 4, 6, 8, 16, 64 for the tofu planner
+(target: under 10 s at k = 8 on the large models), and bytes per step at
+k = 8 for tofu against every baseline, with the ratio.  Models are built
+without materialising any weight.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import benchdoc  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24"], "Zoo keys to benchmark.")
+flags.DEFINE_enum("sizes", "paper", ["paper", "tiny"], "Paper-sized or tiny models.")
+flags.DEFINE_list("ks", ["2", "4", "6", "8", "16", "64"], "Device counts for the timing table.")
+flags.DEFINE_list("planners", ["tofu", "datapar", "allrow", "spartan", "equalchop", "megatron"],
+                  "Planners for the bytes table (at k = --bytes_k).")
+flags.DEFINE_integer("bytes_k", 8, "Device count of the bytes table.")
+flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
+
+GPT24 = dict(layers=24, d_model=2048, heads=16, seq=1024, vocab=50257, batch=8, tied=True)
+
+
+def build_graph(key: str, sizes: str):
+  import tf_tofu
+  from tf_tofu import models
+  if sizes == "tiny":
+    step = models.tiny(key, materialize=False)
+  elif key == "gpt24":
+    step = models.build("gpt", materialize=False, **GPT24)
+  else:
+    step = models.paper(key)
+  start = time.perf_counter()
+  with step.context():
+    graph = tf_tofu.trace(step.fn, *step.input_signature)
+  return step, graph, time.perf_counter() - start
+
+
+def _human(b: float) -> str:
+  from tf_tofu.plans import _human as h
+  return h(b)
+
+
+def main(argv):
+  del argv
+  import tf_tofu
+  from tf_tofu.opdefs.registry import Describer
+  time_rows, byte_rows = [], []
+  for key in FLAGS.models:
+    step, graph, ingest_s = build_graph(key, FLAGS.sizes)
+    n_ops = len(graph.ops)
+    print(f"{key}: {step.name}: {n_ops} ops, ingested in {ingest_s:.1f} s", flush=True)
+    describer = Describer()
+    for k in [int(x) for x in FLAGS.ks]:
+      start = time.perf_counter()
+      plan = tf_tofu.plan(graph, devices=k, describer=describer)
+      secs = time.perf_counter() - start
+      print(f"  k={k:<3} tofu: {secs:6.2f} s  {_human(plan.total_bytes)}  "
+            f"proven optimal per level: {plan.proven_optimal}", flush=True)
+      time_rows.append((key, n_ops, k, secs, plan.total_bytes, plan.proven_optimal))
+    results = {}
+    for planner in FLAGS.planners:
+      start = time.perf_counter()
+      plan = tf_tofu.plan(graph, devices=FLAGS.bytes_k, planner=planner, describer=describer)
+      results[planner] = plan.total_bytes
+      print(f"  k={FLAGS.bytes_k} {planner:<10} {_human(plan.total_bytes):>12} "
+            f"({time.perf_counter() - start:.1f} s)", flush=True)
+    byte_rows.append((key, results))
+  if FLAGS.write:
+    lines = ["| model | ops | k | search s | predicted bytes/step | proven optimal per level |",
+             "|---|---|---|---|---|---|"]
+    for key, n_ops, k, secs, b, proven in time_rows:
+      lines.append(f"| {key} | {n_ops} | {k} | {secs:.2f} | {_human(b)} | {'yes' if proven else 'no'} |")
+    benchdoc.write_section("search time", " ".join(["python tools/bench_search.py", *sys.argv[1:]]),
+                           "\n".join(lines))
+    planners = FLAGS.planners
+    lines = ["| model | " + " | ".join(planners) + " | best baseline / tofu |",
+             "|---|" + "---|" * (len(planners) + 1)]
+    for key, res in byte_rows:
+      base = min(v for p, v in res.items() if p != "tofu")
+      ratio = f"{base / res['tofu']:.3f}x" if res.get("tofu") else "-"
+      lines.append(f"| {key} | " + " | ".join(_human(res[p]) for p in planners) + f" | {ratio} |")
+    benchdoc.write_section(f"bytes per step at k={FLAGS.bytes_k}",
+                           " ".join(["python tools/bench_search.py", *sys.argv[1:]]), "\n".join(lines))
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)
