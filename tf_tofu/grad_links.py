@@ -76,6 +76,7 @@ PASS_THROUGH = {
 }
 # Names of the input that carries the new value / gradient, per update op.
 VALUE_ARGS = ("grad", "delta", "updates", "value")
+IDENTITY_OPS = ("Identity", "Snapshot")
 SPARSE_UPDATE_PREFIXES = ("ResourceScatter", "ResourceSparseApply")
 UPDATE_PREFIXES = ("Assign", "ResourceApply", "ResourceSparseApply", "ResourceScatter",
                    "ResourceStridedSliceAssign")
@@ -566,11 +567,20 @@ class _Linker:
                      default=0)
     self.pending: set = set()
     deferred = []
+    self.alias: dict = {}   # output of a backward Identity -> the tensor it renames
+    identities = []
     for c in self.backward:
-      owned_in = [t for t in sk.inputs[c] if sk.producer[t] in self.backward_set
+      owned_in = [self.src(t) for t in sk.inputs[c] if sk.producer[t] in self.backward_set
                   and self.owner.get(sk.producer[t])]
       pending_in = [t for t in sk.inputs[c] if sk.producer[t] in self.pending]
       fins = self.forward_inputs(c)
+      if sk.op_type[c] in IDENTITY_OPS and len(owned_in) == 1 and not fins and not pending_in:
+        # Transparent: readers see the renamed tensor; its owner is settled at the end.
+        for t in sk.outputs[c]:
+          self.alias[t] = owned_in[0]
+        self.owner[c] = self.owner[sk.producer[owned_in[0]]]
+        identities.append(c)
+        continue
       if not owned_in:
         if pending_in or (fins and bin(reach.get(c, 0)).count("1") < root_reach):
           self.pending.add(c)
@@ -591,7 +601,44 @@ class _Linker:
                                             + self.pending_evidence(sk.inputs[c])))
     for c in reversed(deferred):
       self.owner[c] = self.deferred_owner(c)
+    for c in reversed(identities):
+      self.owner[c] = self.identity_owner(c)
+    self.identities = set(identities)
     self.record_adjoints()
+
+  def src(self, t: str) -> str:
+    """The tensor a backward Identity chain renames (t itself if none)."""
+    while t in self.alias:
+      t = self.alias[t]
+    return t
+
+  def readers(self, t: str) -> list[str]:
+    """Backward ops reading t, looking through backward Identity ops."""
+    out, stack = [], [t]
+    while stack:
+      x = stack.pop()
+      for d, _ in self.sk.consumers.get(x, ()):
+        if d not in self.backward_set:
+          continue
+        if self.sk.outputs[d] and self.sk.outputs[d][0] in self.alias:
+          stack.extend(self.sk.outputs[d])
+        else:
+          out.append(d)
+    return out
+
+  def identity_owner(self, c: str) -> Optional[str]:
+    """A backward Identity is a folded Reshape/Tile/Sum/RealDiv: of its producer's
+    gradient after a Sum or before an op reading forward tensors, else of its reader's."""
+    sk = self.sk
+    u = self.src(sk.outputs[c][0])
+    mine = self.owner.get(sk.producer[u])
+    if sk.op_type[sk.producer[u]] == "Sum":
+      return mine
+    readers = [d for d in self.readers(sk.outputs[c][0]) if self.owner.get(d)]
+    free = [d for d in readers if not self.forward_inputs(d)]
+    if free:
+      return self.owner[min(free, key=self.pos.get)]
+    return mine
 
   def gradient_reach(self) -> dict:
     """Per backward op, the set (a bit mask) of variable gradients it feeds."""
@@ -689,8 +736,54 @@ class _Linker:
     else:
       common = self.free_op_candidates(c, b_inputs, common)
     if len(common) > 1:
+      common = self.downstream_pick(c, common)
+    if len(common) > 1:
       common = self.hint_pick(c, common)
     return common[0] if common else None
+
+  def neighbourhood_pick(self, c: str, cands: Sequence[str]) -> list[str]:
+    """Among symmetric candidates (two branches of a residual sum), the one whose
+    forward neighbourhood (three ops up) holds the forward tensors c's readers read."""
+    if len(cands) < 2:
+      return list(cands)
+    sk = self.sk
+    evidence = set()
+    frontier = [c]
+    for _ in range(3):
+      nxt = []
+      for op in frontier:
+        for t in sk.outputs[op]:
+          for d in self.readers(t):
+            evidence.update(self.forward_inputs(d))
+            nxt.append(d)
+      frontier = nxt
+    best, best_score = [], -1
+    for p in cands:
+      near, ops = set(), [p]
+      for _ in range(3):
+        nxt = []
+        for op in ops:
+          near.update(sk.inputs[op])
+          near.update(sk.outputs[op])
+          nxt.extend(sk.producer[t] for t in sk.inputs[op] if sk.producer[t] in self.forward)
+        ops = nxt
+      score = len(evidence & near)
+      if score > best_score:
+        best, best_score = [p], score
+      elif score == best_score:
+        best.append(p)
+    return best
+
+  def downstream_pick(self, c: str, cands: Sequence[str]) -> list[str]:
+    """Among tied candidates, those whose inputs have the shape of what c's readers make.
+
+    ``Mul(dy, m)`` may be the gradient of ``x * m`` or of ``n * m``; the ``Sum``
+    reading it down to n's shape says which.
+    """
+    readers = [d for t in self.sk.outputs[c] for d in self.readers(t)
+               if not self.forward_inputs(d)]
+    picked = [p for p in cands if any(self.shape_match(p, d) for d in readers)]
+    return picked or list(cands)
 
   def free_op_candidates(self, c: str, b_inputs: Sequence[str], common: list) -> list:
     """An op reading no forward tensor (Sum, Reshape, Neg, BiasAddGrad, Tile, Slice...).
@@ -710,13 +803,21 @@ class _Linker:
         if self.internal(u, a, c):
           return [a] if a in common else common
       walk = [(p, path) for p, path in self.expand(u) if p in common and path is not None]
+      matched, stops = [], []
       for k, (p, path) in enumerate(walk):
-        passes_on = [x for q, qpath in walk[k + 1:] if qpath[:len(path)] == path
-                     and len(qpath) == len(path) + 1 for x in qpath[-1:]]
+        passes_on = [qpath[-1] for q, qpath in walk[k + 1:]
+                     if qpath[:len(path)] == path and len(qpath) == len(path) + 1]
+        if any(_real(sk.dtype.get(x)) and x not in passes_on and not self.is_const(sk.producer[x])
+               for x in sk.inputs[p]):
+          stops.append(p)  # p's gradient does work of its own (not all inputs pass through)
         if self.shape_match(p, c, exclude=passes_on):
-          return [p]
-      if walk:
-        return [walk[0][0]]
+          if matched and len(path) > matched[0][1]:
+            break
+          matched.append((p, len(path)))
+      if matched:
+        return self.neighbourhood_pick(c, [p for p, _ in matched])[:1]
+      if stops or walk:
+        return [(stops or [walk[0][0]])[0]]
     matched = [p for p in common if self.shape_match(p, c)]
     return matched or common
 
@@ -726,20 +827,21 @@ class _Linker:
     It is when the reader reshapes a ``Sum`` (TF's reduce-then-reshape; an
     ``Identity`` is a reshape Grappler folded), sums the raw product of a
     broadcasting op's gradient, or scales by a constant the forward never uses
-    (the 1/N of a Mean); it is not when a sibling reader shows u left a's
+    after a Tile (the 1/N of a Mean); it is not when a sibling reader shows u left a's
     gradient, or when u has the shape of one of a's inputs (u is complete).
     """
     sk = self.sk
     typ, made_by = sk.op_type[reader], sk.op_type[sk.producer[u]]
-    if typ in ("Identity", "Snapshot", "Reshape") and made_by == "Sum":
+    if typ in IDENTITY_OPS + ("Reshape",) and made_by == "Sum":
       return True
     if (sk.op_type[a] in BROADCASTING and self.broadcasts(a) and typ == "Sum"
         and made_by not in ("Reshape", "Identity")):
       return True
-    for t in sk.inputs[reader]:
-      p = sk.producer[t]
-      if p not in self.forward and self.is_const(p) and _real(sk.dtype.get(t)):
-        return True
+    if made_by in ("Tile", "BroadcastTo"):
+      for t in sk.inputs[reader]:
+        p = sk.producer[t]
+        if p not in self.forward and self.is_const(p) and _real(sk.dtype.get(t)):
+          return True  # the 1/N of a Mean's gradient, after its Tile
     if self.left_gradient(u, a, reader):
       return False
     s, d = sk.shape.get(u), sk.dtype.get(u)
@@ -757,8 +859,8 @@ class _Linker:
     """Whether another reader of u shows that u is a contribution leaving a's gradient."""
     sk = self.sk
     ins, outs = self.fwd_tensors_of(a)
-    for d, _ in sk.consumers.get(u, ()):
-      if d == reader or d not in self.backward_set:
+    for d in self.readers(u):
+      if d == reader:
         continue
       if d in self.owner:
         if self.owner[d] != a:
@@ -823,9 +925,12 @@ class _Linker:
       p = self.owner.get(c)
       if p is None:
         continue
+      if c in self.identities:
+        continue
       for u in sk.inputs[c]:
         if sk.producer[u] not in self.backward_set or not self.owner.get(sk.producer[u]):
           continue
+        u = self.src(u)
         for q, path in self.expand(u):
           if q == p and path is not None:
             for x in path:
