@@ -6,8 +6,9 @@ Entry points::
     g = TofuGraph.from_graph_def(graph_def, feeds=["x:0"], fetches=["loss:0"])
     g = TofuGraph.from_saved_model("/path/to/model", signature="train")
 
-Tracing and flattening live in ``tf_tofu.ingest_tf``, the forward <-> backward
-links in ``tf_tofu.grad_links``; this module assembles the result.  Every op
+Tracing and flattening live in ``tf_tofu.ingest_tf`` (GraphDef inputs in
+``tf_tofu.graph_sources``), the forward <-> backward links in
+``tf_tofu.grad_links`` and ``tf_tofu.grad_attach``; this module assembles the result.  Every op
 is tagged with its description from the op registry (``tf_tofu.opdefs``) or
 marked opaque with the reason.
 """
@@ -25,7 +26,7 @@ from absl import logging
 from tensorflow.core.framework import graph_pb2
 from tensorflow.python.framework import op_def_registry
 
-from tf_tofu import grad_links, ingest_tf
+from tf_tofu import grad_links, graph_sources, ingest_tf
 from tf_tofu.ingest_tf import IngestError
 from tf_tofu.opdefs import registry
 from tf_tofu.opdefs.description import DescriptionError, Semantics, TensorInfo
@@ -161,13 +162,14 @@ class TofuGraph:
         fixes the placeholders' unknown dims.
       fetches: tensors to compute (the loss first).
       control_outputs: ops that must run although nothing fetched depends on them
-        (variable updates).  Defaults to every op that writes a variable.
+        (the train op, variable updates).  Defaults to every op that writes a
+        variable with a value computed from the feeds (not the initializers).
       variable_shapes: resource placeholder name -> (shape, dtype) for placeholders
         whose node does not say (``_handle_shapes``/``_handle_dtypes`` attrs, or the
         ``_output_shapes`` of its ``ReadVariableOp``).
     """
     t0 = time.perf_counter()
-    gd = _parse_graph_def(graph_def)
+    gd = graph_sources.parse_graph_def(graph_def)
     feed_shapes = dict(feeds) if isinstance(feeds, Mapping) else {}
     feed_names = tuple(ingest_tf.tensor_name(f) for f in feeds)
     fetch_names = tuple(ingest_tf.tensor_name(f) for f in fetches)
@@ -175,16 +177,17 @@ class TofuGraph:
     for what, lst in (("feed", feed_names), ("fetch", fetch_names)):
       for t in lst:
         if ingest_tf.node_of(t) not in names:
-          close = _close_names(ingest_tf.node_of(t), names)
+          close = graph_sources.close_names(ingest_tf.node_of(t), names)
           raise IngestError(f"{what} {t!r} is not in the GraphDef"
                             + (f"; did you mean {close}?" if close else ""))
     for c in control_outputs:
       if c not in names:
         raise IngestError(f"control output {c!r} is not in the GraphDef")
-    gd = _with_feed_shapes(gd, {ingest_tf.tensor_name(k): v for k, v in feed_shapes.items()})
-    resources = _resources_of_graph_def(gd, variable_shapes or {}, feed_names)
+    gd = graph_sources.with_feed_shapes(
+        gd, {ingest_tf.tensor_name(k): v for k, v in feed_shapes.items()})
+    resources = graph_sources.resources_of_graph_def(gd, variable_shapes or {}, feed_names)
     if not control_outputs:
-      control_outputs = [n.name for n in gd.node if grad_links.is_update_type(n.op)]
+      control_outputs = graph_sources.updates_fed_by(gd, feed_names)
     flat = ingest_tf.flatten(gd, feed_names, fetch_names, control_outputs, resources)
     flat.timings["parse"] = time.perf_counter() - t0
     return _assemble(flat, live_handles={}, fix=_FEED_FIX)
@@ -340,7 +343,7 @@ def trace(fn: Any, *args_or_specs: Any) -> TofuGraph:
   control = [op.name for op in graph.control_outputs]
   gd = graph.as_graph_def()
   if non_resource_captures:
-    gd = _freeze_captured_constants(gd, cf, non_resource_captures)
+    gd = graph_sources.freeze_captured_constants(gd, cf, non_resource_captures)
   flat = ingest_tf.flatten(gd, feeds, fetches, control, resources)
   flat.timings["trace"] = t_trace
   live = {f"{op}:0": r.live for op, r in resources.items()}
@@ -517,121 +520,4 @@ def _annotate_handles(gd: graph_pb2.GraphDef, var_info) -> graph_pb2.GraphDef:
       node.attr["_handle_shapes"].list.shape.add().CopyFrom(tf.TensorShape(shape).as_proto())
       del node.attr["_handle_dtypes"].list.type[:]
       node.attr["_handle_dtypes"].list.type.append(tf.as_dtype(dtype).as_datatype_enum)
-  return out
-
-
-# ----------------------------------------------------------------------------- GraphDef input
-
-
-def _parse_graph_def(graph_def) -> graph_pb2.GraphDef:
-  if isinstance(graph_def, graph_pb2.GraphDef):
-    return graph_def
-  if isinstance(graph_def, (bytes, bytearray)):
-    data, where = bytes(graph_def), "the given bytes"
-  elif isinstance(graph_def, str):
-    try:
-      with open(graph_def, "rb") as f:
-        data = f.read()
-    except OSError as e:
-      raise IngestError(f"cannot read GraphDef file {graph_def!r}: {e}") from e
-    where = f"file {graph_def!r}"
-  else:
-    raise IngestError(f"expected a GraphDef, bytes or a file path, got {type(graph_def).__name__}")
-  gd = graph_pb2.GraphDef()
-  try:
-    gd.ParseFromString(data)
-    if gd.node or not data:
-      return gd
-  except Exception:  # protobuf's DecodeError
-    pass
-  from google.protobuf import text_format
-  try:
-    gd = graph_pb2.GraphDef()
-    text_format.Parse(data.decode("utf-8"), gd)
-    return gd
-  except Exception as e:
-    raise IngestError(f"{where} is not a GraphDef (neither binary nor text protobuf): "
-                      f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-
-
-def _close_names(name: str, names) -> str:
-  import difflib
-  return ", ".join(repr(n) for n in difflib.get_close_matches(name, list(names), n=3))
-
-
-def _with_feed_shapes(gd: graph_pb2.GraphDef, shapes: Mapping[str, Any]) -> graph_pb2.GraphDef:
-  if not shapes:
-    return gd
-  out = graph_pb2.GraphDef()
-  out.CopyFrom(gd)
-  nodes = {n.name: n for n in out.node}
-  for t, shape in shapes.items():
-    node = nodes[ingest_tf.node_of(t)]
-    if node.op != "Placeholder":
-      raise IngestError(f"feed {t!r} is a {node.op}, not a Placeholder; only placeholders "
-                        "take a feed shape")
-    if isinstance(shape, tf.TensorSpec):
-      if shape.dtype != tf.as_dtype(node.attr["dtype"].type):
-        raise IngestError(f"feed {t!r} is {tf.as_dtype(node.attr['dtype'].type).name}, the "
-                          f"spec says {shape.dtype.name}")
-      shape = shape.shape
-    node.attr["shape"].shape.CopyFrom(tf.TensorShape(shape).as_proto())
-  return out
-
-
-def _resources_of_graph_def(gd: graph_pb2.GraphDef, given: Mapping[str, tuple],
-                            feeds: Sequence[str]) -> dict:
-  """Resource placeholders of a GraphDef with their variable's shape and dtype."""
-  read_shapes = {}
-  for n in gd.node:
-    if n.op == "ReadVariableOp" and "_output_shapes" in n.attr and n.input:
-      s = n.attr["_output_shapes"].list.shape
-      if s and not s[0].unknown_rank and all(d.size >= 0 for d in s[0].dim):
-        read_shapes[ingest_tf.node_of(n.input[0])] = (
-            tuple(d.size for d in s[0].dim), tf.as_dtype(n.attr["dtype"].type).name)
-  feed_ops = {ingest_tf.node_of(f) for f in feeds}
-  out = {}
-  for n in gd.node:
-    if n.op != "Placeholder" or n.attr["dtype"].type != tf.resource.as_datatype_enum:
-      continue
-    if n.name in feed_ops:
-      raise IngestError(f"feed {n.name!r} is a resource; variables are not fed")
-    if n.name in given:
-      shape, dtype = given[n.name]
-      shape, dtype = tuple(shape), tf.as_dtype(dtype).name
-    elif "_handle_shapes" in n.attr and n.attr["_handle_shapes"].list.shape:
-      s = n.attr["_handle_shapes"].list.shape[0]
-      shape = tuple(d.size for d in s.dim)
-      dtype = tf.as_dtype(n.attr["_handle_dtypes"].list.type[0]).name
-    elif n.name in read_shapes:
-      shape, dtype = read_shapes[n.name]
-    else:
-      raise IngestError(
-          f"resource placeholder {n.name!r} (a variable) has no known shape; pass "
-          f"variable_shapes={{{n.name!r}: ([...], 'float32')}}, or export the graph with "
-          "as_graph_def(add_shapes=True)")
-    user = n.attr["_user_specified_name"].s.decode() if "_user_specified_name" in n.attr else ""
-    out[n.name] = ingest_tf.Resource(op=n.name, name=user or n.name, shape=shape, dtype=dtype,
-                                     trainable=None)
-  return out
-
-
-def _freeze_captured_constants(gd, cf, captures) -> graph_pb2.GraphDef:
-  """Captured non-resource tensors (eager constants) become Const nodes."""
-  out = graph_pb2.GraphDef()
-  out.CopyFrom(gd)
-  by_internal = {i.op.name: e for e, i in zip(cf.captured_inputs, cf.graph.internal_captures)}
-  for node in out.node:
-    if node.name in by_internal and node.op == "Placeholder":
-      ext = by_internal[node.name]
-      try:
-        value = ext.numpy()
-      except AttributeError:
-        raise IngestError(f"captured tensor {node.name!r} is symbolic and not a variable; "
-                          "pass it as an argument instead") from None
-      dtype = node.attr["dtype"].type
-      node.op = "Const"
-      node.attr.clear()
-      node.attr["dtype"].type = dtype
-      node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
   return out

@@ -201,6 +201,9 @@ def infer_shapes(graph_def: graph_pb2.GraphDef, resources: Mapping[str, Resource
         dims = list(IMPLEMENTATION_DEFINED[(op.type, i)])
       shapes[key] = tuple(dims) if dims is not None else None
       dtypes[key] = dtype_name(t.dtype)
+  for res in resources.values():
+    if f"{res.op}:0" in shapes:  # a handle is a scalar, whatever its placeholder's shape attr says
+      shapes[f"{res.op}:0"], dtypes[f"{res.op}:0"] = (), "resource"
   return shapes, dtypes
 
 

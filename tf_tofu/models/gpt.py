@@ -37,18 +37,17 @@ class _PlainGPT:
     self.blocks = []
     for l in range(layers):
       n = f"block_{l}"
-      with tf.name_scope(n):
-        self.blocks.append(dict(
-            ln1_g=common.ones([d], f"{n}/ln_1/gamma"), ln1_b=common.zeros([d], f"{n}/ln_1/beta"),
-            qkv=common.glorot([d, 3 * d], d, 3 * d, f"{n}/attn/qkv/kernel"),
-            qkv_b=common.zeros([3 * d], f"{n}/attn/qkv/bias"),
-            proj=common.glorot([d, d], d, d, f"{n}/attn/proj/kernel"),
-            proj_b=common.zeros([d], f"{n}/attn/proj/bias"),
-            ln2_g=common.ones([d], f"{n}/ln_2/gamma"), ln2_b=common.zeros([d], f"{n}/ln_2/beta"),
-            fc1=common.glorot([d, 4 * d], d, 4 * d, f"{n}/mlp/fc1/kernel"),
-            fc1_b=common.zeros([4 * d], f"{n}/mlp/fc1/bias"),
-            fc2=common.glorot([4 * d, d], 4 * d, d, f"{n}/mlp/fc2/kernel"),
-            fc2_b=common.zeros([d], f"{n}/mlp/fc2/bias")))
+      self.blocks.append(dict(
+          ln1_g=common.ones([d], f"{n}/ln_1/gamma"), ln1_b=common.zeros([d], f"{n}/ln_1/beta"),
+          qkv=common.glorot([d, 3 * d], d, 3 * d, f"{n}/attn/qkv/kernel"),
+          qkv_b=common.zeros([3 * d], f"{n}/attn/qkv/bias"),
+          proj=common.glorot([d, d], d, d, f"{n}/attn/proj/kernel"),
+          proj_b=common.zeros([d], f"{n}/attn/proj/bias"),
+          ln2_g=common.ones([d], f"{n}/ln_2/gamma"), ln2_b=common.zeros([d], f"{n}/ln_2/beta"),
+          fc1=common.glorot([d, 4 * d], d, 4 * d, f"{n}/mlp/fc1/kernel"),
+          fc1_b=common.zeros([4 * d], f"{n}/mlp/fc1/bias"),
+          fc2=common.glorot([4 * d, d], 4 * d, d, f"{n}/mlp/fc2/kernel"),
+          fc2_b=common.zeros([d], f"{n}/mlp/fc2/bias")))
     self.lnf_g, self.lnf_b = common.ones([d], "ln_f/gamma"), common.zeros([d], "ln_f/beta")
     self.variables = [self.tok, self.pos] + [v for b in self.blocks for v in b.values()]
     self.variables += [self.lnf_g, self.lnf_b]

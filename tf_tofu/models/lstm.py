@@ -43,9 +43,8 @@ def build(layers: int = 2, hidden: int = 8, steps: int = 20, batch: int = 4, voc
       emb = common.glorot([vocab, h_], vocab, h_, "embedding")
       cells = []
       for l in range(layers):
-        with tf.name_scope(f"lstm_{l}"):
-          cells.append((common.glorot([2 * h_, 4 * h_], 2 * h_, 4 * h_, f"lstm_{l}/kernel"),
-                        common.zeros([4 * h_], f"lstm_{l}/bias")))
+        cells.append((common.glorot([2 * h_, 4 * h_], 2 * h_, 4 * h_, f"lstm_{l}/kernel"),
+                      common.zeros([4 * h_], f"lstm_{l}/bias")))
       w_out = common.glorot([h_, vocab], h_, vocab, "softmax/kernel")
       b_out = common.zeros([vocab], "softmax/bias")
       variables = [emb] + [v for c in cells for v in c] + [w_out, b_out]

@@ -38,9 +38,8 @@ def build(depth: int = 2, width: int = 8, batch: int = 4, in_dim: Optional[int] 
       layers = []
       sizes = [in_dim] + [width] * depth + [classes]
       for l in range(depth + 1):
-        with tf.name_scope(f"dense_{l}"):
-          w = common.glorot([sizes[l], sizes[l + 1]], sizes[l], sizes[l + 1], "kernel")
-          b = common.zeros([sizes[l + 1]], "bias")
+        w = common.glorot([sizes[l], sizes[l + 1]], sizes[l], sizes[l + 1], f"dense_{l}/kernel")
+        b = common.zeros([sizes[l + 1]], f"dense_{l}/bias")
         layers.append((w, b))
       variables = [v for pair in layers for v in pair]
 

@@ -53,25 +53,23 @@ class _PlainNet:
                          if (in_ch != out_ch or stride != 1) else None)}
         self.layers.append((name, blk))
         in_ch = out_ch
-    with tf.name_scope("head"):
-      self.w = common.glorot([in_ch, classes], in_ch, classes, "head/kernel")
-      self.b = common.zeros([classes], "head/bias")
+    self.w = common.glorot([in_ch, classes], in_ch, classes, "head/kernel")
+    self.b = common.zeros([classes], "head/bias")
     self.trainable += [self.w, self.b]
 
   def _conv_bn(self, name: str, k: int, cin: int, cout: int, stride: int) -> dict:
-    with tf.name_scope(name):
-      kernel = common.glorot([k, k, cin, cout], k * k * cin, k * k * cout, f"{name}/kernel")
-      gamma = common.ones([cout], f"{name}/bn/gamma")
-      beta = common.zeros([cout], f"{name}/bn/beta")
-      mean = common.zeros([cout], f"{name}/bn/moving_mean", trainable=False)
-      var = common.ones([cout], f"{name}/bn/moving_variance", trainable=False)
+    kernel = common.glorot([k, k, cin, cout], k * k * cin, k * k * cout, f"{name}/kernel")
+    gamma = common.ones([cout], f"{name}/bn/gamma")
+    beta = common.zeros([cout], f"{name}/bn/beta")
+    mean = common.zeros([cout], f"{name}/bn/moving_mean", trainable=False)
+    var = common.ones([cout], f"{name}/bn/moving_variance", trainable=False)
     self.trainable += [kernel, gamma, beta]
     return dict(name=name, kernel=kernel, gamma=gamma, beta=beta, mean=mean, var=var,
                 stride=stride)
 
   @staticmethod
   def _apply(p: dict, x: tf.Tensor, relu: bool) -> tf.Tensor:
-    with tf.name_scope(p["name"]):
+    with tf.name_scope(p["name"].rsplit("/", 1)[-1]):
       s = p["stride"]
       x = tf.nn.conv2d(x, p["kernel"], strides=[1, s, s, 1], padding="SAME")
       y, mean, var = tf.compat.v1.nn.fused_batch_norm(x, p["gamma"], p["beta"],
