@@ -1,0 +1,160 @@
+"""The bytes a partitioned GraphDef moves between devices, read off the graph itself.
+
+Two kinds of traffic (DESIGN.md section 4, "each byte prediction against the
+graph"):
+
+* *edges*: a data input whose producer sits on another device.  TensorFlow
+  sends a tensor once per destination device however many nodes there read
+  it, so each ``(tensor, destination device)`` pair counts once, with the
+  tensor's static size;
+* *collectives*: the members of one instance (same op type, group key and
+  instance key) move, for an input of ``b`` bytes per member and a group of
+  ``n``: all-gather ``n b (n - 1)`` (every member receives the ``n - 1`` other
+  blocks), reduce-scatter ``b (n - 1)``, all-reduce ``2 b (n - 1)``
+  (reduce-scatter then all-gather) - the totals of TOFU.md section 5's table.
+
+Shapes come from ``_output_shapes`` where a node has it, otherwise from
+importing the graph (which does not run it).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+
+from tf_tofu.ops.comm import (COLLECTIVE_GATHER, COLLECTIVE_OPS, COLLECTIVE_REDUCE,
+                              COLLECTIVE_REDUCE_SCATTER)
+
+# Other collective op types; counting them is not implemented, so they are refused.
+_UNCOUNTED_COLLECTIVES = frozenset({
+    "CollectiveReduce", "CollectiveGather", "CollectiveBcastSend", "CollectiveBcastRecv",
+    "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "CollectiveAllToAllV2",
+    "CollectiveAllToAllV3", "CollectiveReduceV3", "NcclAllReduce", "NcclReduce",
+    "NcclBroadcast"})
+
+
+def _itemsize(dtype: tf.DType) -> int:
+  if dtype in (tf.resource, tf.variant, tf.string):
+    return 0
+  return np.dtype(dtype.as_numpy_dtype).itemsize
+
+
+def _parse_input(inp: str) -> tuple[str, int]:
+  node, _, idx = inp.partition(":")
+  return node, int(idx) if idx else 0
+
+
+def _canonical_device(name: str, node: str) -> str:
+  if not name:
+    raise ValueError(f"node {node!r} has no device; a partitioned graph places every node")
+  return tf.DeviceSpec.from_string(name).to_string()
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferCount:
+  """Bytes moved: by cross-device edges and by collectives, and the edges themselves."""
+
+  edge_bytes: int
+  collective_bytes: int
+  edges: tuple[tuple[str, str, int], ...]        # (tensor, destination device, bytes)
+  collectives: tuple[tuple[str, int, int, int], ...]  # (op type, group key, instance key, bytes)
+
+  @property
+  def total(self) -> int:
+    return self.edge_bytes + self.collective_bytes
+
+
+class _Shapes:
+  """Static shape and dtype of every tensor of a GraphDef."""
+
+  def __init__(self, graph_def: graph_pb2.GraphDef):
+    self._declared = {}
+    for n in graph_def.node:
+      if "_output_shapes" in n.attr:
+        shapes = n.attr["_output_shapes"].list.shape
+        for i, s in enumerate(shapes):
+          if not s.unknown_rank and all(d.size >= 0 for d in s.dim):
+            self._declared[(n.name, i)] = tuple(d.size for d in s.dim)
+    self._graph = tf.Graph()
+    with self._graph.as_default():
+      tf.graph_util.import_graph_def(graph_def, name="")
+
+  def _tensor(self, node: str, index: int):
+    return self._graph.get_operation_by_name(node).outputs[index]
+
+  def bytes(self, node: str, index: int) -> int:
+    t = self._tensor(node, index)
+    shape = self._declared.get((node, index))
+    if shape is None:
+      if not t.shape.is_fully_defined():
+        raise ValueError(f"tensor {node}:{index} has no static shape ({t.shape}); cannot "
+                         "count the bytes it moves")
+      shape = tuple(t.shape.as_list())
+    return int(np.prod(shape, dtype=np.int64)) * _itemsize(t.dtype)
+
+
+def _const_int(nodes, inp: str, what: str, consumer: str) -> int:
+  node, _ = _parse_input(inp)
+  nd = nodes.get(node)
+  if nd is None or nd.op != "Const":
+    raise ValueError(f"collective {consumer!r}: its {what} must be a Const to be counted, "
+                     f"got {nd.op if nd is not None else 'nothing'} {node!r}")
+  return int(tf.make_ndarray(nd.attr["value"].tensor))
+
+
+def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
+  """Counts cross-device edges and collective traffic; see the module docstring."""
+  nodes = {n.name: n for n in graph_def.node}
+  shapes = _Shapes(graph_def)
+  devices = {n.name: _canonical_device(n.device, n.name) for n in graph_def.node}
+  seen: dict[tuple[str, int, str], int] = {}
+  instances: dict[tuple[str, int, int], list] = collections.defaultdict(list)
+  for n in graph_def.node:
+    if n.op in _UNCOUNTED_COLLECTIVES:
+      raise ValueError(f"node {n.name!r}: counting {n.op} is not implemented; the rewrite "
+                       f"emits only {sorted(COLLECTIVE_OPS)}")
+    for inp in n.input:
+      if inp.startswith("^"):
+        continue
+      src, idx = _parse_input(inp)
+      if src not in nodes:
+        raise ValueError(f"node {n.name!r} reads {inp!r}, which is not in the graph")
+      if devices[src] != devices[n.name]:
+        key = (src, idx, devices[n.name])
+        if key not in seen:
+          seen[key] = shapes.bytes(src, idx)
+    if n.op in COLLECTIVE_OPS:
+      size = _const_int(nodes, n.input[1], "group_size", n.name)
+      gkey = _const_int(nodes, n.input[2], "group_key", n.name)
+      ikey = _const_int(nodes, n.input[3], "instance_key", n.name)
+      src, idx = _parse_input(n.input[0])
+      instances[(n.op, gkey, ikey)].append((n.name, size, shapes.bytes(src, idx)))
+  collectives = []
+  for (op, gkey, ikey), members in sorted(instances.items()):
+    sizes = {m[1] for m in members}
+    if len(sizes) != 1 or len(members) != sizes.pop():
+      raise ValueError(f"{op} instance {ikey} of group {gkey} has {len(members)} members in "
+                       f"this graph, they declare group sizes {sorted({m[1] for m in members})}")
+    n = len(members)
+    per = [m[2] for m in members]
+    if op == COLLECTIVE_GATHER:
+      moved = sum(per) * (n - 1)
+    elif op == COLLECTIVE_REDUCE:
+      moved = 2 * per[0] * (n - 1)
+    elif op == COLLECTIVE_REDUCE_SCATTER:
+      moved = per[0] * (n - 1)
+    else:  # pragma: no cover - COLLECTIVE_OPS is exhaustive
+      raise AssertionError(op)
+    collectives.append((op, gkey, ikey, moved))
+  edges = tuple(sorted((f"{s}:{i}", d, b) for (s, i, d), b in seen.items()))
+  return TransferCount(sum(b for *_, b in edges), sum(c[3] for c in collectives), edges,
+                       tuple(collectives))
+
+
+def count_transfer_bytes(graph_def: graph_pb2.GraphDef) -> int:
+  """Bytes that cross devices per run of ``graph_def`` (edges plus collectives)."""
+  return transfer_count(graph_def).total

@@ -1,0 +1,93 @@
+"""Running a partitioned GraphDef: feed slices in, shards out, concatenated on the host.
+
+``wrap(partitioned)`` imports the GraphDef inside ``tf.compat.v1.wrap_function``
+with every per-device placeholder mapped to a function argument (DESIGN.md
+section 3) and returns a callable from whole feed values to whole fetch
+values.  The host slices each feed into the per-device boxes and places each
+slice on its device before the call, and concatenates the fetched shards
+after it; neither crosses a device inside the graph.  ``Partitioned.targets``
+(the collectives) run with every call.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tf_tofu.rewrite.partition import Partitioned
+
+
+def _tensor_name(ref: str) -> str:
+  return ref if ":" in ref else ref + ":0"
+
+
+def feed_slices(p: Partitioned, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Per-device placeholder tensor name -> the slice of its feed it must receive."""
+  missing = sorted(set(p.feeds) - set(values))
+  if missing:
+    raise ValueError(f"no value for feeds {missing}")
+  out = {}
+  for t, shards in p.feeds.items():
+    v = np.asarray(values[t])
+    if tuple(v.shape) != tuple(p.shapes[t]):
+      raise ValueError(f"feed {t!r} has shape {tuple(p.shapes[t])}, got a value of {v.shape}")
+    for s in shards:
+      out[_tensor_name(s.placeholder)] = v[s.box.slices()]
+  return out
+
+
+def assemble_fetches(p: Partitioned, shard_values: Mapping[str, np.ndarray],
+                     fetches: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
+  """Whole fetch values from their shards (keyed by shard tensor name)."""
+  out = {}
+  for t in fetches if fetches is not None else p.fetches:
+    whole = np.zeros(p.shapes[t], dtype=tf.as_dtype(p.dtypes[t]).as_numpy_dtype)
+    for s in p.fetches[t]:
+      whole[s.box.slices()] = shard_values[_tensor_name(s.tensor)]
+    out[t] = whole
+  return out
+
+
+def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None
+         ) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]:
+  """A callable ``feeds -> fetches`` (whole numpy values) running the partitioned graph."""
+  fetches = list(fetches if fetches is not None else p.fetches)
+  placeholders = [(s, t) for t, shards in p.feeds.items() for s in shards]
+  shard_names = sorted({_tensor_name(s.tensor) for t in fetches for s in p.fetches[t]})
+  specs = [tf.TensorSpec(s.box.shape, tf.as_dtype(p.dtypes[t])) for s, t in placeholders]
+  gd = p.graph_def
+
+  shard_device = {_tensor_name(s.tensor): p.devices[s.device] for t in fetches
+                  for s in p.fetches[t]}
+
+  def body(*args):
+    input_map = {_tensor_name(s.placeholder): a for (s, _), a in zip(placeholders, args)}
+    got = tf.graph_util.import_graph_def(gd, input_map=input_map,
+                                         return_elements=shard_names + list(p.targets))
+    outs, targets = got[:len(shard_names)], got[len(shard_names):]
+    if not targets:
+      return outs
+    # The targets (every collective) run with each call, whatever is fetched.
+    with tf.control_dependencies(targets):
+      result = []
+      for name, t in zip(shard_names, outs):
+        with tf.device(shard_device[name]):
+          result.append(tf.identity(t))
+      return result
+
+  fn = tf.compat.v1.wrap_function(body, specs)
+
+  def call(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    slices = feed_slices(p, values)
+    args = []
+    for s, t in placeholders:
+      with tf.device(p.devices[s.device]):
+        args.append(tf.constant(slices[_tensor_name(s.placeholder)],
+                                dtype=tf.as_dtype(p.dtypes[t])))
+    got = fn(*args)
+    return assemble_fetches(p, {n: v.numpy() for n, v in zip(shard_names, got)}, fetches)
+
+  call.function = fn
+  return call
