@@ -400,6 +400,18 @@ def conv2d_backprop_filter(op: OpContext) -> Semantics:
   return Semantics(op, [tdl.Output((ky, kx, ci, co), body)], shard=shard)
 
 
+def _input_backprop_shard(op: OpContext, pads, ksizes, strides):
+  """Shard hook of an input backprop: EXPLICIT padding of the worker's transposed window
+  and its own ``input_sizes`` (the worker's block of the input gradient)."""
+
+  def shard(worker: WorkerView) -> ShardSpec:
+    p = _transposed_pads(op, worker, 2, pads, ksizes, strides)
+    return ShardSpec(attrs={"padding": "EXPLICIT", "explicit_paddings": _explicit_nhwc(p)},
+                     meta_inputs={0: list(worker.output_regions[0].shape)})
+
+  return shard
+
+
 @describe("Conv2DBackpropInput")
 def conv2d_backprop_input(op: OpContext) -> Semantics:
   """The gradient of Conv2D w.r.t. its input (NHWC)::
@@ -440,12 +452,8 @@ def conv2d_backprop_input(op: OpContext) -> Semantics:
   body = tdl.Sum((ky, kx, co), _not_cuttable(
       term, opaque, "transposed_window_would_need_negative_padding"))
 
-  def shard(worker: WorkerView) -> ShardSpec:
-    p = _transposed_pads(op, worker, 2, pads, (kh, kw), (sh, sw))
-    return ShardSpec(attrs={"padding": "EXPLICIT", "explicit_paddings": _explicit_nhwc(p)},
-                     meta_inputs={0: list(worker.output_regions[0].shape)})
-
-  return Semantics(op, [tdl.Output((b, i, j, ci), body)], shard=shard)
+  return Semantics(op, [tdl.Output((b, i, j, ci), body)],
+                   shard=_input_backprop_shard(op, pads, (kh, kw), (sh, sw)))
 
 
 @describe("DepthwiseConv2dNative")
@@ -556,12 +564,8 @@ def depthwise_conv2d_native_backprop_input(op: OpContext) -> Semantics:
   body = tdl.Sum((ky, kx, m), _not_cuttable(
       term, opaque, "transposed_window_would_need_negative_padding"))
 
-  def shard(worker: WorkerView) -> ShardSpec:
-    p = _transposed_pads(op, worker, 2, pads, (kh, kw), (sh, sw))
-    return ShardSpec(attrs={"padding": "EXPLICIT", "explicit_paddings": _explicit_nhwc(p)},
-                     meta_inputs={0: list(worker.output_regions[0].shape)})
-
-  return Semantics(op, [tdl.Output((b, i, j, c), body)], shard=shard)
+  return Semantics(op, [tdl.Output((b, i, j, c), body)],
+                   shard=_input_backprop_shard(op, pads, (kh, kw), (sh, sw)))
 
 
 @describe("FusedBatchNormGradV3")

@@ -49,13 +49,6 @@ class STensor:
   dtype: str
   itemsize: int
 
-  @property
-  def bytes(self) -> int:
-    n = 1
-    for d in self.shape:
-      n *= d
-    return n * self.itemsize
-
 
 @dataclasses.dataclass(frozen=True)
 class SOp:
