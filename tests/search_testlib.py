@@ -35,6 +35,7 @@ class FakeOp:
   node_def: object
   semantics: object
   opaque_reason: Optional[str]
+  control_inputs: tuple = ()
 
 
 @dataclasses.dataclass
@@ -44,6 +45,7 @@ class FakeGraph:
   variables: tuple = ()
   forward_op_of: dict = dataclasses.field(default_factory=dict)
   gradient_of: dict = dataclasses.field(default_factory=dict)
+  control_outputs: tuple = ()
 
 
 def graph_from_tf(g: tf.Graph) -> FakeGraph:

@@ -347,13 +347,13 @@ class FixedPlanTest(PartitionCase):
       self.assertNotIn("_class", n.attr)
       self.assertNotIn("_XlaCompile", n.attr)
 
-  def test_variables_are_not_rewritten_yet(self):
+  def test_a_read_of_no_variable_is_refused(self):
     plan = self.plan((2,), ("i",), (Cut(0),))
     op = self.graph.ops[0]
     graph = dataclasses.replace(self.graph, ops=self.graph.ops + [
-        problem.SOp("v/Read", "ReadVariableOp", "read", op.context, (), ())])
+        problem.SOp("v/Read", "ReadVariableOp", "read", op.context, ("x:0",), ())])
     plan = dataclasses.replace(plan, graph_signature=plans.graph_signature(graph))
-    with self.assertRaisesRegex(NotImplementedError, "variables"):
+    with self.assertRaisesRegex(NotImplementedError, "not a variable"):
       partition_graph_def(graph, plan, self.describer)
 
   def test_foreign_plan_is_refused(self):

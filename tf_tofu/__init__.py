@@ -9,6 +9,9 @@ _LAZY = {
     "Plan": "tf_tofu.plans",
     "SearchOptions": "tf_tofu.search.tofu",
     "PLANNERS": "tf_tofu.search.baselines",
+    "function": "tf_tofu.tofu_function",
+    "Function": "tf_tofu.tofu_function",
+    "count_transfer_bytes": "tf_tofu.ops.counting",
 }
 
 

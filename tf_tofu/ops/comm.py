@@ -153,13 +153,13 @@ class GraphBuilder:
 
   def __init__(self):
     self._nodes: list[node_def_pb2.NodeDef] = []
-    self._names: set[str] = set()
+    self._by_name: dict[str, node_def_pb2.NodeDef] = {}
 
   def unique(self, name: str) -> str:
-    if name not in self._names:
+    if name not in self._by_name:
       return name
     i = 1
-    while f"{name}_{i}" in self._names:
+    while f"{name}_{i}" in self._by_name:
       i += 1
     return f"{name}_{i}"
 
@@ -177,9 +177,21 @@ class GraphBuilder:
       nd.attr[k].CopyFrom(v)
     for k, v in (proto_attrs or {}).items():
       nd.attr[k].CopyFrom(v)
-    self._names.add(name)
+    self._by_name[name] = nd
     self._nodes.append(nd)
     return name
+
+  def add_control(self, name: str, controls: Sequence[str]) -> None:
+    """Adds control inputs (node names, each once) to node ``name``."""
+    nd = self._by_name[name]
+    # A node it reads already runs first: a control edge on it would be redundant.
+    have = {"^" + i[1:].split(":")[0] if i.startswith("^") else "^" + i.split(":")[0]
+            for i in nd.input}
+    for c in controls:
+      ref = f"^{c.split(':')[0]}"
+      if ref not in have and ref[1:] != name:
+        nd.input.append(ref)
+        have.add(ref)
 
   def graph_def(self) -> graph_pb2.GraphDef:
     gd = graph_pb2.GraphDef()
@@ -208,6 +220,17 @@ def _index_const(b: GraphBuilder, name: str, values: Sequence[int], device: str)
 
 def placeholder(b: GraphBuilder, name: str, dtype: str, shape: Sequence[int], device: str) -> str:
   return b.add("Placeholder", name, [], device, {"dtype": dtype, "shape": list(shape)})
+
+
+def resource_placeholder(b: GraphBuilder, name: str, dtype: str, shape: Sequence[int],
+                         device: str) -> str:
+  """A resource placeholder for a variable of ``shape``/``dtype`` (in ``_handle_shapes``)."""
+  shapes = attr_value_pb2.AttrValue()
+  shapes.list.shape.add().CopyFrom(_shape_proto(shape))
+  dtypes = attr_value_pb2.AttrValue()
+  dtypes.list.type.append(_dtype_enum(dtype))
+  return b.add("Placeholder", name, [], device, {"dtype": "resource", "shape": []},
+               proto_attrs={"_handle_shapes": shapes, "_handle_dtypes": dtypes})
 
 
 def identity(b: GraphBuilder, name: str, x: str, dtype: str, device: str) -> str:

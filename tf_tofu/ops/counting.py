@@ -13,8 +13,9 @@ graph"):
   blocks), reduce-scatter ``b (n - 1)``, all-reduce ``2 b (n - 1)``
   (reduce-scatter then all-gather) - the totals of TOFU.md section 5's table.
 
-Shapes come from ``_output_shapes`` where a node has it, otherwise from
-importing the graph (which does not run it).
+Shapes come from :class:`tf_tofu.ops.shapes.StaticShapes` (``_output_shapes``
+where a node has it, otherwise TensorFlow's shape functions on an import that
+does not run the graph).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from tf_tofu.ops.comm import (COLLECTIVE_GATHER, COLLECTIVE_OPS, COLLECTIVE_REDUCE,
                               COLLECTIVE_REDUCE_SCATTER)
+from tf_tofu.ops.shapes import StaticShapes
 
 # Other collective op types; counting them is not implemented, so they are refused.
 _UNCOUNTED_COLLECTIVES = frozenset({
@@ -35,12 +36,6 @@ _UNCOUNTED_COLLECTIVES = frozenset({
     "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "CollectiveAllToAllV2",
     "CollectiveAllToAllV3", "CollectiveReduceV3", "NcclAllReduce", "NcclReduce",
     "NcclBroadcast"})
-
-
-def _itemsize(dtype: tf.DType) -> int:
-  if dtype in (tf.resource, tf.variant, tf.string):
-    return 0
-  return np.dtype(dtype.as_numpy_dtype).itemsize
 
 
 def _parse_input(inp: str) -> tuple[str, int]:
@@ -68,35 +63,6 @@ class TransferCount:
     return self.edge_bytes + self.collective_bytes
 
 
-class _Shapes:
-  """Static shape and dtype of every tensor of a GraphDef."""
-
-  def __init__(self, graph_def: graph_pb2.GraphDef):
-    self._declared = {}
-    for n in graph_def.node:
-      if "_output_shapes" in n.attr:
-        shapes = n.attr["_output_shapes"].list.shape
-        for i, s in enumerate(shapes):
-          if not s.unknown_rank and all(d.size >= 0 for d in s.dim):
-            self._declared[(n.name, i)] = tuple(d.size for d in s.dim)
-    self._graph = tf.Graph()
-    with self._graph.as_default():
-      tf.graph_util.import_graph_def(graph_def, name="")
-
-  def _tensor(self, node: str, index: int):
-    return self._graph.get_operation_by_name(node).outputs[index]
-
-  def bytes(self, node: str, index: int) -> int:
-    t = self._tensor(node, index)
-    shape = self._declared.get((node, index))
-    if shape is None:
-      if not t.shape.is_fully_defined():
-        raise ValueError(f"tensor {node}:{index} has no static shape ({t.shape}); cannot "
-                         "count the bytes it moves")
-      shape = tuple(t.shape.as_list())
-    return int(np.prod(shape, dtype=np.int64)) * _itemsize(t.dtype)
-
-
 def _const_int(nodes, inp: str, what: str, consumer: str) -> int:
   node, _ = _parse_input(inp)
   nd = nodes.get(node)
@@ -109,7 +75,7 @@ def _const_int(nodes, inp: str, what: str, consumer: str) -> int:
 def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
   """Counts cross-device edges and collective traffic; see the module docstring."""
   nodes = {n.name: n for n in graph_def.node}
-  shapes = _Shapes(graph_def)
+  shapes = StaticShapes(graph_def)
   devices = {n.name: _canonical_device(n.device, n.name) for n in graph_def.node}
   seen: dict[tuple[str, int, str], int] = {}
   instances: dict[tuple[str, int, int], list] = collections.defaultdict(list)

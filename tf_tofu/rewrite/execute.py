@@ -6,7 +6,13 @@ section 3) and returns a callable from whole feed values to whole fetch
 values.  The host slices each feed into the per-device boxes and places each
 slice on its device before the call, and concatenates the fetched shards
 after it; neither crosses a device inside the graph.  ``Partitioned.targets``
-(the collectives) run with every call.
+(the updates and collectives) run with every call.
+
+Variables live as shards: ``create_shards`` makes one ``tf.Variable`` per
+device holding its box of the whole value (on that device), ``wrap`` binds
+each resource placeholder of the graph to its shard's handle, and
+``assemble_variables`` reads the shards back into whole values (the host
+concatenates one shard per distinct box).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_tofu.rewrite.partition import Partitioned
+
+ShardVariables = Mapping[str, tf.Variable]  # resource placeholder tensor -> its shard
 
 
 def _tensor_name(ref: str) -> str:
@@ -50,10 +58,50 @@ def assemble_fetches(p: Partitioned, shard_values: Mapping[str, np.ndarray],
   return out
 
 
-def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None
+def create_shards(p: Partitioned, values: Mapping[str, np.ndarray],
+                  name_prefix: str = "tofu_shard") -> dict[str, tf.Variable]:
+  """One variable per device and variable, holding the device's box of ``values[handle]``."""
+  missing = sorted(set(p.variables) - set(values))
+  if missing:
+    raise ValueError(f"no value for variables {[p.variables[h].name for h in missing]}")
+  out = {}
+  for h, v in p.variables.items():
+    whole = np.asarray(values[h])
+    if tuple(whole.shape) != tuple(v.shape):
+      raise ValueError(f"variable {v.name!r} has shape {v.shape}, got a value of {whole.shape}")
+    for s in v.shards:
+      with tf.device(p.devices[s.device]):
+        out[_tensor_name(s.placeholder)] = tf.Variable(
+            whole[s.box.slices()].astype(tf.as_dtype(v.dtype).as_numpy_dtype),
+            name=f"{name_prefix}/{v.name}/d{s.device}", trainable=False)
+  return out
+
+
+def assemble_variables(p: Partitioned, shards: ShardVariables) -> dict[str, np.ndarray]:
+  """Whole value of every variable (by handle tensor), from its shards."""
+  out = {}
+  for h, v in p.variables.items():
+    whole = np.zeros(v.shape, dtype=tf.as_dtype(v.dtype).as_numpy_dtype)
+    for s in v.distinct():
+      whole[s.box.slices()] = shards[_tensor_name(s.placeholder)].numpy()
+    out[h] = whole
+  return out
+
+
+def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
+         variables: Optional[ShardVariables] = None
          ) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]:
-  """A callable ``feeds -> fetches`` (whole numpy values) running the partitioned graph."""
+  """A callable ``feeds -> fetches`` (whole numpy values) running the partitioned graph.
+
+  ``variables`` (from :func:`create_shards`) binds every shard placeholder;
+  the graph's updates write to those variables.
+  """
   fetches = list(fetches if fetches is not None else p.fetches)
+  variables = dict(variables or {})
+  missing = sorted({_tensor_name(s.placeholder) for v in p.variables.values()
+                    for s in v.shards} - set(variables))
+  if missing:
+    raise ValueError(f"no shard variable for {missing[:3]}; make them with create_shards")
   placeholders = [(s, t) for t, shards in p.feeds.items() for s in shards]
   shard_names = sorted({_tensor_name(s.tensor) for t in fetches for s in p.fetches[t]})
   specs = [tf.TensorSpec(s.box.shape, tf.as_dtype(p.dtypes[t])) for s, t in placeholders]
@@ -64,12 +112,15 @@ def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None
 
   def body(*args):
     input_map = {_tensor_name(s.placeholder): a for (s, _), a in zip(placeholders, args)}
+    graph = tf.compat.v1.get_default_graph()
+    for name, var in variables.items():
+      input_map[name] = graph.capture(var.handle)
     got = tf.graph_util.import_graph_def(gd, input_map=input_map,
                                          return_elements=shard_names + list(p.targets))
     outs, targets = got[:len(shard_names)], got[len(shard_names):]
     if not targets:
       return outs
-    # The targets (every collective) run with each call, whatever is fetched.
+    # The targets (updates, collectives) run with each call, whatever is fetched.
     with tf.control_dependencies(targets):
       result = []
       for name, t in zip(shard_names, outs):

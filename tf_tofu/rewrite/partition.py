@@ -20,25 +20,42 @@ For ``k`` devices (``plan.devices``, levels ``plan.factors``):
   ``search.evaluate`` prices, so with no fetch traffic
   ``ops.count_transfer_bytes(graph_def) == plan.total_bytes``, in both comm
   forms (see :mod:`tf_tofu.rewrite.convert`).
+* *Variables.*  A variable (its handle: a resource ``Placeholder`` or a
+  ``VarHandleOp``) becomes one resource placeholder per device,
+  ``<handle>/tofu_shard_<d>``, for a variable of the held box's shape
+  (``_handle_shapes``); ``Partitioned.variables`` says which box of which
+  variable each one is, and the runner binds it to a shard variable on that
+  device.  Optimizer slots are variables like any other.  A read becomes one
+  ``ReadVariableOp`` per device on its shard (its value is tied to the
+  variable's layout, so it holds the same box); an update becomes one update
+  per device on the shards, its slots element-wise with the variable
+  (``problem.update_slots``) taken from the same boxes, its other inputs
+  gathered whole.  ``ResourceScatter{Add,Sub}`` on a shard of rows
+  ``[lo, hi)`` shifts the indices by ``-lo`` and clips them into the shard,
+  with the rows of other shards replaced by zeros (``SelectV2``), and slices
+  the updates to the shard's other dims.  An op that reads a variable through
+  its handle (``ResourceGather``, described as ``GatherV2`` on the value)
+  reads the value shards.
+* *Order.*  The original graph's control edges are kept per device (an
+  update waits for the reads of the same shard on its device), and on every
+  device the copies of the ops follow one topological order of the original
+  graph (data and control edges) through a chain of control edges, so a
+  device's schedule is the original op order and buffers can be freed as
+  they die (``tf_tofu.memory`` estimates the peak on that schedule).
 * *Fetches.*  Nothing is assembled on a device: ``Partitioned.fetches`` names,
   for each fetched tensor, one shard per distinct held box, and the host
   concatenates them (``rewrite.execute.assemble_fetches``).  Fetching adds no
   device-to-device bytes, so the byte check needs no correction.
-* *Targets.*  A collective must run on every member even where only one
-  member's result is fetched, or the others wait forever; a ``NoOp``
-  (``tofu/collectives``, on device 0) with a control input from every
-  collective is listed in ``Partitioned.targets`` and must run with every
-  step (control edges move no bytes).
+* *Targets.*  A ``NoOp`` ``tofu/step`` (on device 0) has a control input
+  from every update, every copy of the graph's control outputs and every
+  collective (a collective must run on every member even where only one
+  member's result is fetched, or the others wait forever); it is
+  ``Partitioned.targets`` and runs with every step (control edges move no
+  bytes).
 
 Every node carries a device; copied attributes lose ``_class``,
 ``_output_shapes`` and ``_Xla*`` (all ``_``-prefixed attributes), and nothing
 is marked for XLA.
-
-Variables (``read``/``update`` ops, ``VarHandleOp`` sources) come with the
-ingestion step: a variable will be one ``VarHandleOp`` per device of its held
-box, and its reads and updates will run per device on the shards (the read's
-value tensor is tied to the variable's layout, so it needs no conversion).
-Until then a graph with variables raises NotImplementedError.
 """
 
 from __future__ import annotations
@@ -51,16 +68,21 @@ from absl import logging
 from tensorflow.core.framework import graph_pb2
 
 from tf_tofu import tiling
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.opdefs.regions import Interval, Region
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.ops import comm
 from tf_tofu.plans import Plan, PlanError
 from tf_tofu.rewrite.assemble import Shard
 from tf_tofu.rewrite.convert import PLAIN, Converter
-from tf_tofu.search.problem import SearchGraph, SOp
+from tf_tofu.search.problem import SCATTER_OPS, SearchGraph, SOp, update_slots
 
 FEED_OPS = frozenset({"Placeholder"})
 CONST_OPS = frozenset({"Const"})
+VARIABLE_SOURCES = frozenset({"Placeholder", "VarHandleOp"})
+STEP_TARGET = "tofu/step"
+# Left out of the per-device op chain: Grappler's arithmetic optimizer drops the inputs
+# of a Pow it rewrites when the Pow has control inputs (the graph then runs unoptimized).
+UNCHAINED_OPS = frozenset({"Pow"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,9 +103,31 @@ class FetchShard:
   tensor: str
 
 
+@dataclasses.dataclass(frozen=True)
+class VariableShards:
+  """A variable as the partitioned graph holds it: one shard per device.
+
+  ``shards[d]`` is a :class:`FeedShard` whose ``placeholder`` is the resource
+  placeholder of device ``d``'s shard (replicated boxes repeat).
+  """
+
+  name: str
+  shape: tuple[int, ...]
+  dtype: str
+  shards: tuple[FeedShard, ...]
+
+  def distinct(self) -> tuple[FeedShard, ...]:
+    """One shard per distinct non-empty box (what assembling the whole value needs)."""
+    seen: dict[Region, FeedShard] = {}
+    for s in self.shards:
+      if s.box.volume and s.box not in seen:
+        seen[s.box] = s
+    return tuple(seen.values())
+
+
 @dataclasses.dataclass
 class Partitioned:
-  """The partitioned GraphDef with its feed and fetch maps."""
+  """The partitioned GraphDef with its feed, fetch and variable maps."""
 
   graph_def: graph_pb2.GraphDef
   devices: tuple[str, ...]
@@ -95,6 +139,7 @@ class Partitioned:
   targets: tuple[str, ...] = ()               # ops every step must run (see module docstring)
   collective_conversions: int = 0
   plain_conversions: int = 0
+  variables: dict[str, VariableShards] = dataclasses.field(default_factory=dict)  # by handle
 
 
 def tensor_stem(tensor: str) -> str:
@@ -105,25 +150,67 @@ def tensor_stem(tensor: str) -> str:
 
 def _check_supported(graph: SearchGraph) -> None:
   for op in graph.ops:
-    if op.kind in ("read", "update") or (op.kind == "source" and op.op_type not in
-                                         FEED_OPS | CONST_OPS):
+    if op.kind == "source":
+      variable = any(t in graph.variables for t in op.outputs)
+      if not (op.op_type in CONST_OPS or (op.op_type in VARIABLE_SOURCES and variable)
+              or (op.op_type in FEED_OPS and not variable)):
+        raise NotImplementedError(
+            f"op {op.name!r} ({op.op_type}): only Placeholder feeds, Const and variable handles "
+            "can be sources of a partitioned graph; feed this tensor as a Placeholder instead")
+    elif op.kind in ("read", "update") and op.inputs[0] not in graph.variables:
       raise NotImplementedError(
-          f"op {op.name!r} ({op.op_type}): variables and {op.op_type} sources are rewritten "
-          "with the ingestion step (sharded VarHandleOps, per-device reads and updates); "
-          "this graph cannot be partitioned yet")
-  if graph.variables:
-    raise NotImplementedError(f"graph has variables {sorted(graph.variables.values())[:3]}; "
-                              "sharded variables are not rewritten yet")
+          f"op {op.name!r} ({op.op_type}) acts on {op.inputs[0]!r}, which is not a variable of "
+          "known shape; only tf.Variable resources can be sharded")
 
 
-def _topological(graph: SearchGraph) -> list[SOp]:
-  """Compute and single ops, producers first (ties keep the graph's order)."""
-  work = [op for op in graph.ops if op.kind in ("compute", "single")]
+def _work(graph: SearchGraph) -> list[SOp]:
+  return [op for op in graph.ops if op.kind in ("compute", "single", "read", "update")]
+
+
+def control_sources(graph: SearchGraph) -> dict[str, tuple[str, ...]]:
+  """Per op, the ops (that emit nodes) it must follow: its control inputs, seen through
+  ignored ops (a ``NoOp``'s own control inputs stand for it)."""
+  by_name = {op.name: op for op in graph.ops}
+  memo: dict[str, tuple[str, ...]] = {}
+
+  def resolve(name: str, seen: frozenset) -> tuple[str, ...]:
+    op = by_name.get(name)
+    if op is None or op.kind == "source" or name in seen:
+      return ()
+    if op.kind != "ignored":
+      return (name,)
+    if name not in memo:
+      out: list[str] = []
+      for c in op.control_inputs:
+        out.extend(x for x in resolve(c, seen | {name}) if x not in out)
+      memo[name] = tuple(out)
+    return memo[name]
+
+  result = {}
+  for op in _work(graph):
+    out: list[str] = []
+    for c in op.control_inputs:
+      out.extend(x for x in resolve(c, frozenset()) if x not in out)
+    result[op.name] = tuple(out)
+  result.update({name: resolve(name, frozenset()) for name in graph.control_outputs
+                 if name not in result})
+  return result
+
+
+def _topological(graph: SearchGraph, controls: dict[str, tuple[str, ...]]) -> list[SOp]:
+  """The ops that emit nodes, each after its producers and control inputs (ties keep the
+  graph's order)."""
+  work = _work(graph)
   producer = {t: op.name for op in work for t in op.outputs}
   by_name = {op.name: op for op in work}
   done: set[str] = set()
   active: set[str] = set()
   order: list[SOp] = []
+
+  def deps(op: SOp) -> list[str]:
+    data = [producer[t] for t in op.inputs if t and t in producer]
+    return data + [c for c in controls.get(op.name, ()) if c in by_name]
+
   for root in work:
     stack = [(root, False)]
     while stack:
@@ -139,9 +226,8 @@ def _topological(graph: SearchGraph) -> list[SOp]:
         raise ValueError(f"the graph has a cycle through op {op.name!r}")
       active.add(op.name)
       stack.append((op, True))
-      for t in reversed([t for t in op.inputs if t]):
-        p = producer.get(t)
-        if p is not None and p not in done:
+      for p in reversed(deps(op)):
+        if p not in done:
           if p in active:
             raise ValueError(f"the graph has a cycle through op {p!r}")
           stack.append((by_name[p], False))
@@ -165,6 +251,8 @@ class _Partitioner:
     self.sources = {t: op for op in graph.ops if op.kind == "source" for t in op.outputs}
     self.needs: dict[str, dict[tuple, list[Optional[str]]]] = {}
     self.feeds: dict[str, tuple[FeedShard, ...]] = {}
+    self.variables: dict[str, VariableShards] = {}
+    self.nodes_of: dict[str, list[Optional[str]]] = {}  # op -> its node on each device
     self._tiles: dict = {}
 
   def dtype(self, t: str) -> str:
@@ -184,6 +272,15 @@ class _Partitioner:
     self.shards[t] = shards
     self.feeds[t] = tuple(feeds)
 
+  def _variable(self, op: SOp) -> None:
+    h = op.outputs[0]
+    shards = tuple(
+        FeedShard(d, box, comm.resource_placeholder(self.b, f"{op.name}/tofu_shard_{d}",
+                                                    self.dtype(h), box.shape, self.devices[d]))
+        for d, box in enumerate(self.held[h]))
+    self.variables[h] = VariableShards(self.g.variables[h], self.g.tensors[h].shape,
+                                       self.dtype(h), shards)
+
   def _const(self, op: SOp) -> None:
     t = op.outputs[0]
     value = op.context.attrs.get("value")
@@ -195,13 +292,31 @@ class _Partitioner:
                               self.devices[d]), d)
         for d, box in enumerate(self.held[t])]
 
+  def _values(self, h: str) -> None:
+    """The value shards of variable ``h`` (for an op that reads it through its handle)."""
+    v = self.variables[h]
+    self.shards[h] = [
+        Shard(s.box, self.b.add("ReadVariableOp", f"{tensor_stem(h)}/tofu_value_d{s.device}",
+                                [s.placeholder], self.devices[s.device], {"dtype": v.dtype}),
+              s.device)
+        for s in v.shards]
+
   def shards_of(self, t: str) -> list[Shard]:
     if t not in self.shards:
-      src = self.sources.get(t)
-      if src is None:
+      if t in self.variables:
+        self._values(t)
+      elif t in self.sources:
+        self._const(self.sources[t])
+      else:
         raise ValueError(f"tensor {t!r} is read before any op produces it")
-      self._const(src)
     return self.shards[t]
+
+  def _tied(self, op: SOp, t: str, h: str) -> None:
+    if self.held[t] != self.held[h]:
+      raise PlanError(f"op {op.name!r} ({op.op_type}): tensor {t!r} must be laid out like "
+                      f"variable {self.g.variables[h]!r} (their layouts are "
+                      f"{list(self.plan.layouts[t])} and {list(self.plan.layouts[h])}); a "
+                      "constraint separated them - constrain both alike")
 
   # ---------------------------------------------------------------- ops
 
@@ -231,6 +346,7 @@ class _Partitioner:
       else:
         wired.append(self._input(t, need))
     produced: list[list[Optional[Shard]]] = [[None] * self.k for _ in op.outputs]
+    nodes: list[Optional[str]] = [None] * self.k
     for d, tile in enumerate(tiles):
       if tile is None:
         continue
@@ -244,33 +360,154 @@ class _Partitioner:
           inputs.append(comm.const(self.b, f"{node}/in{i}", info.value, info.dtype, dev))
         else:
           inputs.append(wired[i][d])
-      name = self.b.add(tile.context.op_type, node, inputs, dev, tile.context.attrs)
+      name = nodes[d] = self._copy(tile.context, node, inputs, dev)
       for o, t in enumerate(op.outputs):
         out = comm.tensor_ref(name, o)
         if tile.output_scale[o] != 1.0:
           out = comm.scale(self.b, f"{node}/scale{o}", out, tile.output_scale[o], self.dtype(t),
                            dev)
         produced[o][d] = Shard(tile.outputs[o], out, d)
+    self.nodes_of[op.name] = nodes
     for o, t in enumerate(op.outputs):
       keys = [tile.partial_key[o] if tile else None for tile in tiles]
       self.shards[t] = self.conv.produce(tensor_stem(t) + "/tofu", self.dtype(t), produced[o],
                                          keys, list(self.held[t]))
 
+  def _copy(self, ctx, node: str, inputs: list[str], dev: str) -> str:
+    """One device's copy of an op.  A ``ConcatV2`` drops its empty blocks (Grappler's
+    constant folding mis-wires a concat with empty inputs and control inputs)."""
+    if ctx.op_type == "ConcatV2":
+      keep = [i for i, info in enumerate(ctx.inputs[:-1])
+              if int(np.prod(info.shape, dtype=np.int64)) > 0] or [0]
+      if len(keep) < len(ctx.inputs) - 1:
+        if len(keep) == 1:
+          return self.b.add("Identity", node, [inputs[keep[0]]], dev, {"T": ctx.attrs["T"]})
+        return self.b.add("ConcatV2", node, [inputs[i] for i in keep] + [inputs[-1]], dev,
+                          dict(ctx.attrs, N=len(keep)))
+    return self.b.add(ctx.op_type, node, inputs, dev, ctx.attrs)
+
+  def _read(self, op: SOp) -> None:
+    h = op.inputs[0]
+    v = self.variables[h]
+    nodes = [self.b.add("ReadVariableOp", f"{op.name}/tofu_d{s.device}", [s.placeholder],
+                        self.devices[s.device], {"dtype": op.context.attrs.get("dtype", v.dtype)})
+             for s in v.shards]
+    self.nodes_of[op.name] = nodes
+    if op.outputs:
+      self._tied(op, op.outputs[0], h)
+      self.shards[op.outputs[0]] = [Shard(s.box, n, s.device) for s, n in zip(v.shards, nodes)]
+
+  def _update(self, op: SOp) -> None:
+    h = op.inputs[0]
+    v = self.variables[h]
+    on_shards, whole = update_slots(self.g, op)
+    gathered = {i: self._input(op.inputs[i], (Region.whole(self.g.tensors[op.inputs[i]].shape),)
+                               * self.k) for i in whole}
+    for i in on_shards:
+      self._tied(op, op.inputs[i], h)
+    nodes: list[Optional[str]] = [None] * self.k
+    for s in v.shards:
+      d, dev = s.device, self.devices[s.device]
+      if op.op_type in SCATTER_OPS:
+        if s.box.volume:
+          nodes[d] = self._scatter(op, s, gathered[1][d], gathered[2][d])
+        continue
+      inputs = []
+      for i, t in enumerate(op.inputs):
+        if i == 0:
+          inputs.append(s.placeholder)
+        elif i in gathered:
+          inputs.append(gathered[i][d])
+        elif t in self.variables:  # an optimizer slot
+          inputs.append(self.variables[t].shards[d].placeholder)
+        else:
+          inputs.append(self.shards_of(t)[d].tensor)
+      nodes[d] = self.b.add(op.op_type, f"{op.name}/tofu_d{d}", inputs, dev, op.context.attrs)
+    self.nodes_of[op.name] = nodes
+
+  def _scatter(self, op: SOp, s: FeedShard, indices: str, updates: str) -> str:
+    """``op`` (a row scatter) on the shard ``s`` of its variable; see the module docstring."""
+    d, dev = s.device, self.devices[s.device]
+    node = f"{op.name}/tofu_d{d}"
+    var_shape = self.g.tensors[op.inputs[0]].shape
+    idx_t, upd_t = op.inputs[1], op.inputs[2]
+    idx_shape, idx_dtype = self.g.tensors[idx_t].shape, self.dtype(idx_t)
+    upd_shape, dtype = self.g.tensors[upd_t].shape, self.dtype(upd_t)
+    lead = len(idx_shape)
+    upd_whole = Region.whole(upd_shape)
+    upd_box = Region(upd_whole.intervals[:lead] + s.box.intervals[1:])
+    if upd_box != upd_whole:
+      updates = comm.slice_box(self.b, f"{node}/updates", updates, upd_whole, upd_box, dtype, dev)
+    rows = s.box.intervals[0]
+    if rows != Interval(0, var_shape[0]):
+      lo, hi = rows.lo, rows.hi
+
+      def scalar(name, value):
+        return comm.const(self.b, f"{node}/{name}", np.array(value), idx_dtype, dev)
+
+      first = scalar("lo", lo)
+      inside = self.b.add("LogicalAnd", f"{node}/inside", [
+          self.b.add("GreaterEqual", f"{node}/ge", [indices, first], dev, {"T": idx_dtype}),
+          self.b.add("Less", f"{node}/lt", [indices, scalar("hi", hi)], dev, {"T": idx_dtype})],
+          dev)
+      shifted = self.b.add("Sub", f"{node}/shift", [indices, first], dev, {"T": idx_dtype})
+      indices = self.b.add("ClipByValue", f"{node}/clip",
+                           [shifted, scalar("zero", 0), scalar("last", hi - lo - 1)], dev,
+                           {"T": idx_dtype})
+      mask = self.b.add("Reshape", f"{node}/mask", [
+          inside, comm.const(self.b, f"{node}/mask_shape",
+                             np.array(list(idx_shape) + [1] * (len(var_shape) - 1)), "int32",
+                             dev)], dev, {"T": "bool", "Tshape": "int32"})
+      zeros = self.b.add("ZerosLike", f"{node}/zeros", [updates], dev, {"T": dtype})
+      updates = self.b.add("SelectV2", f"{node}/rows", [mask, updates, zeros], dev, {"T": dtype})
+    return self.b.add(op.op_type, node, [s.placeholder, indices, updates], dev, op.context.attrs)
+
+  # ---------------------------------------------------------------- order
+
+  def _order(self, order: Sequence[SOp], controls: dict[str, tuple[str, ...]]) -> None:
+    """The original control edges per device, and one op chain per device."""
+    for op in order:
+      mine = self.nodes_of.get(op.name, ())
+      for c in controls.get(op.name, ()):
+        theirs = self.nodes_of.get(c)
+        if not theirs:
+          continue
+        for d, node in enumerate(mine):
+          if node is None:
+            continue
+          same = theirs[d]
+          self.b.add_control(node, [same] if same else [n for n in theirs if n])
+    last: list[Optional[str]] = [None] * self.k
+    for op in order:
+      if op.op_type in UNCHAINED_OPS:
+        continue
+      for d, node in enumerate(self.nodes_of.get(op.name, ())):
+        if node is not None:
+          if last[d] is not None:
+            self.b.add_control(node, [last[d]])
+          last[d] = node
+
   # ---------------------------------------------------------------- all
 
   def run(self, fetches: Optional[Sequence[str]]) -> Partitioned:
     for op in self.g.ops:
-      if op.kind == "source" and op.op_type in FEED_OPS:
+      if op.kind == "source" and op.outputs and op.outputs[0] in self.g.variables:
+        self._variable(op)
+      elif op.kind == "source" and op.op_type in FEED_OPS:
         self._feed(op)
-    order = _topological(self.g)
+    controls = control_sources(self.g)
+    order = _topological(self.g, controls)
+    emit = {"compute": self._op, "single": self._op, "read": self._read, "update": self._update}
     for i, op in enumerate(order):
-      self._op(op)
+      emit[op.kind](op)
       if (i + 1) % 1000 == 0:
         logging.info("rewrite: %d of %d ops", i + 1, len(order))
+    self._order(order, controls)
     if fetches is None:
       read = {t for op in self.g.ops for t in op.inputs if t}
       fetches = [t for op in self.g.ops if op.kind in ("compute", "single", "source")
-                 for t in op.outputs if t not in read and self.g.tensors[t].itemsize > 0]
+                 for t in op.outputs if t not in read and self.g.tensors[t].itemsize > 0
+                 and t not in self.variables]
     fetch_map = {}
     for t in fetches:
       if t not in self.g.tensors:
@@ -284,16 +521,19 @@ class _Partitioner:
         seen[shards[0].box] = FetchShard(0, shards[0].box, shards[0].tensor)
       fetch_map[t] = tuple(seen.values())
     names = set(self.feeds) | set(fetch_map)
+    must_run = [op.name for op in order if op.kind == "update"]
+    must_run += [c for name in self.g.control_outputs for c in controls.get(name, ())]
+    step = [n for name in dict.fromkeys(must_run) for n in self.nodes_of.get(name, ()) if n]
+    step += self.conv.collective_nodes
     targets = ()
-    if self.conv.collective_nodes:
-      targets = (self.b.add("NoOp", "tofu/collectives", [], self.devices[0],
-                            control=self.conv.collective_nodes),)
+    if step:
+      targets = (self.b.add("NoOp", STEP_TARGET, [], self.devices[0], control=step),)
     return Partitioned(
         graph_def=self.b.graph_def(), devices=self.devices, feeds=self.feeds, fetches=fetch_map,
         shapes={t: self.g.tensors[t].shape for t in names},
         dtypes={t: self.g.tensors[t].dtype for t in names}, comm=self.conv.mode, targets=targets,
         collective_conversions=self.conv.collective_conversions,
-        plain_conversions=self.conv.plain_conversions)
+        plain_conversions=self.conv.plain_conversions, variables=self.variables)
 
 
 def partition_graph_def(graph: SearchGraph, plan: Plan, describer: Describer,

@@ -2,7 +2,8 @@
 
 Tied into one group (union-find over tensor names):
 
-1. each variable with its reads, the values its updates write, and its
+1. each variable with its reads, the values its updates write (the update's
+   slots element-wise with the variable, ``problem.update_slots``), and its
    gradient (variable/gradient/update ties);
 2. each forward tensor with its gradient tensor;
 3. the output of an element-wise op with every input of the same shape (a
@@ -17,7 +18,7 @@ what keeps the DP narrow; they never make a plan incorrect.
 from __future__ import annotations
 
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.search.problem import SearchGraph
+from tf_tofu.search.problem import SearchGraph, update_slots
 
 
 class UnionFind:
@@ -53,8 +54,8 @@ def tensor_groups(graph: SearchGraph, describer: Describer) -> list[list[str]]:
     if op.kind == "read" and op.outputs:
       tie(op.inputs[0], op.outputs[0])
     elif op.kind == "update":
-      for t in op.inputs[1:]:
-        tie(op.inputs[0], t)  # slots, gradient, value written: those of the variable's shape
+      for i in update_slots(graph, op)[0]:
+        tie(op.inputs[0], op.inputs[i])  # slots, gradient, value written
   for handle, grad in sorted(graph.var_gradients.items()):
     tie(handle, grad)
   for fwd, grad in sorted(graph.gradient_of.items()):

@@ -6,7 +6,8 @@ tiles (``tf_tofu.tiling``) say what each device holds and computes, and
 
 * production: an op's outputs (maybe partial) into the tensor's layout;
 * consumption: the tensor's layout into what each consumer's tiles read (an
-  update op reads its variable-shaped inputs on the shards, its others whole);
+  update op reads its slots element-wise with the variable on the shards,
+  its others whole: ``problem.update_slots``);
   Consumers that need exactly the same boxes share one conversion (the
   rewrite sends such a piece once).
 
@@ -24,7 +25,7 @@ from typing import Mapping, Sequence
 from tf_tofu import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.opdefs.strategy import State
-from tf_tofu.search.problem import SearchGraph
+from tf_tofu.search.problem import SearchGraph, update_slots
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.tiling import device_coords, held_regions, num_devices, op_tiles
 
@@ -97,12 +98,11 @@ def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, S
   k = num_devices(factors)
   for op in graph.ops:
     if op.kind == "update":
-      # Runs on every shard; inputs not of the variable's shape are needed whole everywhere.
-      var_shape = graph.tensors[op.inputs[0]].shape
-      for i, t in enumerate(op.inputs[1:], 1):
-        if t is not None and graph.tensors[t].shape != var_shape:
-          whole = Region.whole(graph.tensors[t].shape)
-          needs[t].setdefault(("update", i), ((whole,) * k, []))[1].append(op.name)
+      # Runs on every shard; inputs not element-wise with the variable are needed whole.
+      for i in update_slots(graph, op)[1]:
+        t = op.inputs[i]
+        whole = Region.whole(graph.tensors[t].shape)
+        needs[t].setdefault(("update", i), ((whole,) * k, []))[1].append(op.name)
       continue
     if op.kind not in ("compute", "single"):
       continue

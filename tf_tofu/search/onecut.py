@@ -247,9 +247,14 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                 tuple(domains[g] for g in sub_scope),
                 _entry_pattern(member_tables, members, local))
       if struct not in cache:
-        cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of)
+        if all(len(opts) == 1 for opts in member_tables):
+          cache[struct] = _sum_table(member_tables, sub_scope, group_of)
+        else:
+          cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of)
       names, stack = cache[struct]
-      if sub_scope:
+      if isinstance(stack, SumTable):
+        factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
+      elif sub_scope:
         factors.append(dp.Factor(sub_scope, stack.min(axis=0)))
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
@@ -266,6 +271,37 @@ def _entry_pattern(member_tables, members, local) -> tuple:
 
   return tuple(tuple((name, tuple(rel(dk) for dk, _, _ in entries)) for name, entries in opts)
                for opts in member_tables)
+
+
+class SumTable:
+  """A unit with one joint option: ``table[0, x_1..x_m] = sum_j terms_j[x_(pos_j)]``.
+
+  Every conversion touches one tensor group, so the table is a sum of
+  per-group vectors; it is kept as those terms (one factor each), which an op
+  with many inputs (an ``IdentityN`` of every gradient) needs: its joint
+  table would have one axis per input.
+  """
+
+  def __init__(self, terms: Sequence[tuple[int, np.ndarray]]):
+    self.terms = tuple(terms)
+
+  def __getitem__(self, index) -> np.ndarray:
+    return np.array([sum(float(vec[index[1 + pos]]) for pos, vec in self.terms)])
+
+
+def _sum_table(member_tables, scope, group_of):
+  """``(names, SumTable)`` of a unit whose members have one option each."""
+  by_pos: dict[int, np.ndarray] = {}
+  seen = set()
+  for opts in member_tables:
+    for dkey, t, vec in opts[0][1]:
+      if dkey in seen:
+        continue
+      seen.add(dkey)
+      pos = scope.index(group_of[t])
+      by_pos[pos] = by_pos.get(pos, 0) + vec
+  names = (tuple(opts[0][0] for opts in member_tables),)
+  return names, SumTable(sorted(by_pos.items()))
 
 
 def _joint_table(member_tables, scope, domains, group_of):

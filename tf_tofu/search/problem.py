@@ -9,11 +9,13 @@ Built once from a :class:`tf_tofu.graph.TofuGraph`.  Every op falls in one kind:
 * ``source`` - Const, Placeholder and variable handles: their tensors can be
   produced in any layout for free (constants are built per device, feeds are
   split on the host, variables are created as shards);
-* ``read`` / ``update`` - ReadVariableOp, Assign{,Add,Sub}VariableOp and the
-  fused ResourceApply* optimizer kernels: they run on the variable's shards,
-  so every input of the variable's shape (its slots, the gradient, the value
-  written) is tied to the variable's layout and costs nothing; their other
-  inputs (scalar hyper-parameters) are needed whole on every device;
+* ``read`` / ``update`` - ReadVariableOp, Assign{,Add,Sub}VariableOp, the
+  fused ResourceApply* optimizer kernels and ResourceScatter{Add,Sub}: they
+  run on the variable's shards, so the inputs that are element-wise with the
+  variable (:func:`update_slots`: its slots, the gradient, the value written)
+  are tied to the variable's layout and cost nothing; their other inputs
+  (scalar hyper-parameters, a scatter's indices and rows) are needed whole on
+  every device;
 * ``ignored`` - ops with no data outputs that matter for layout (NoOp).
 
 A variable's value is represented by its handle tensor, with the variable's
@@ -34,9 +36,18 @@ from tf_tofu.opdefs.kernels import context_from_node_def
 
 SOURCE_OPS = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "VarHandleOp", "_Arg"})
 READ_OPS = frozenset({"ReadVariableOp"})
-UPDATE_OPS = frozenset({"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
-                        "ResourceApplyGradientDescent", "ResourceApplyAdam",
-                        "ResourceApplyMomentum", "ResourceApplyKerasMomentum"})
+# Update op -> the input slots element-wise with the variable (slot 0 is the variable).
+SHARD_SLOTS = {
+    "AssignVariableOp": (1,), "AssignAddVariableOp": (1,), "AssignSubVariableOp": (1,),
+    "ResourceApplyGradientDescent": (2,),      # var, alpha, delta
+    "ResourceApplyAdam": (1, 2, 9),            # var, m, v, beta1^t, beta2^t, lr, b1, b2, eps, grad
+    "ResourceApplyMomentum": (1, 3),           # var, accum, lr, grad, momentum
+    "ResourceApplyKerasMomentum": (1, 3),
+    "ResourceScatterAdd": (),                  # var, indices, updates (rows by index)
+    "ResourceScatterSub": (),
+}
+UPDATE_OPS = frozenset(SHARD_SLOTS)
+SCATTER_OPS = frozenset({"ResourceScatterAdd", "ResourceScatterSub"})
 # Ops that read a variable through its handle, described as the op on its value.
 RESOURCE_AS_VALUE = {"ResourceGather": "GatherV2"}
 IGNORED_OPS = frozenset({"NoOp"})
@@ -61,6 +72,7 @@ class SOp:
   inputs: tuple[Optional[str], ...]
   outputs: tuple[str, ...]
   reason: Optional[str] = None  # why a 'single' op is left whole
+  control_inputs: tuple[str, ...] = ()  # ops that must run before this one
 
 
 @dataclasses.dataclass
@@ -71,12 +83,33 @@ class SearchGraph:
   var_gradients: dict[str, str]  # handle tensor -> gradient tensor
   forward_op_of: dict[str, str]
   gradient_of: dict[str, str]
+  control_outputs: tuple[str, ...] = ()  # ops every step must run (the updates)
 
   def op(self, name: str) -> SOp:
     return self._by_name[name]
 
   def __post_init__(self):
     self._by_name = {o.name: o for o in self.ops}
+
+
+def update_slots(graph: SearchGraph, op: SOp) -> tuple[tuple[int, ...], tuple[int, ...]]:
+  """``(on the shards, needed whole)``: an update op's input slots besides the variable.
+
+  A slot listed in ``SHARD_SLOTS`` is on the shards when its tensor has the
+  variable's shape (then it is tied to the variable's layout); every other
+  connected slot is needed whole on every device.
+  """
+  var_shape = graph.tensors[op.inputs[0]].shape
+  listed = SHARD_SLOTS.get(op.op_type, ())
+  shard, whole = [], []
+  for i, t in enumerate(op.inputs[1:], 1):
+    if t is None:
+      continue
+    if i in listed and graph.tensors[t].shape == var_shape:
+      shard.append(i)
+    else:
+      whole.append(i)
+  return tuple(shard), tuple(whole)
 
 
 def itemsize(dtype: str) -> int:
@@ -136,9 +169,10 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
     else:
       kind = "single"
     ops.append(SOp(op.name, op.op_type, kind, ctx, inputs, tuple(op.outputs),
-                   reason if kind == "single" else None))
+                   reason if kind == "single" else None, tuple(op.control_inputs)))
   return SearchGraph(tensors=tensors, ops=ops,
                      variables={v.handle: v.name for v in graph.variables},
                      var_gradients={v.handle: v.gradient for v in graph.variables if v.gradient},
                      forward_op_of=dict(graph.forward_op_of),
-                     gradient_of=dict(graph.gradient_of))
+                     gradient_of=dict(graph.gradient_of),
+                     control_outputs=tuple(graph.control_outputs))

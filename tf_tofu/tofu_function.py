@@ -1,0 +1,180 @@
+"""``tf_tofu.function``: a training step that runs partitioned across devices.
+
+    step = tf_tofu.function(train_step, devices=8)   # or a list of device names
+    loss = step(x, y)             # traces, plans and rewrites once per input signature
+    step.plan(x, y)               # the Plan for that signature
+    step.partitioned_graph_def(x, y)   # every node placed, with _output_shapes
+    step.sync_variables()         # copy the shards back into the user's variables
+
+Per input signature (the shapes and dtypes of the arguments) the step is
+traced (:func:`tf_tofu.trace`), planned (:func:`tf_tofu.plan`'s search with
+the given planner and constraints) and rewritten
+(:func:`tf_tofu.rewrite.partition_graph_def`), once.
+
+Variables: on the first call the shards of every variable the step captures
+(weights, optimizer slots, counters) are created on their devices from the
+variables' current values, and every later call trains the shards; the
+user's variables are not touched until :meth:`Function.sync_variables`
+writes the shards back into them.  Calling with another signature (another
+plan, other shards) first writes the current shards back and then loads the
+new ones from the user's variables, so the two never diverge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tf_tofu import api, devices as devices_lib, graph as graph_lib, ingest_tf, memory
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.ops import shapes as shapes_lib
+from tf_tofu.plans import Plan, plan_from_search
+from tf_tofu.rewrite import execute
+from tf_tofu.rewrite.convert import PLAIN
+from tf_tofu.rewrite.partition import Partitioned, partition_graph_def
+from tf_tofu.search import baselines, problem
+
+
+@dataclasses.dataclass
+class _Entry:
+  """Everything made for one input signature."""
+
+  graph: graph_lib.TofuGraph
+  structured_outputs: Any
+  plan: Plan
+  partitioned: Partitioned
+  run: Optional[Callable] = None
+  shards: Optional[dict] = None
+
+
+def _spec_of(arg: Any) -> tf.TensorSpec:
+  if isinstance(arg, tf.TensorSpec):
+    return arg
+  t = tf.convert_to_tensor(arg)
+  return tf.TensorSpec(t.shape, t.dtype)
+
+
+def _handle(live: Any):
+  return live.handle if hasattr(live, "handle") else live
+
+
+class Function:
+  """A training step partitioned across ``devices``; see the module docstring."""
+
+  def __init__(self, fn: Callable, devices: devices_lib.Devices, planner: str = "tofu",
+               comm: str = PLAIN, constraints: Optional[api.Constraints] = None,
+               describer: Optional[Describer] = None):
+    if planner not in baselines.PLANNERS:
+      raise ValueError(f"unknown planner {planner!r}; choose one of {sorted(baselines.PLANNERS)}")
+    self.fn = fn
+    self.devices = devices_lib.resolve(devices, must_exist=True)
+    self.planner = planner
+    self.comm = comm
+    self.constraints = dict(constraints or {})
+    self.describer = describer or Describer()
+    self._entries: dict[tuple, _Entry] = {}
+    self._active: Optional[_Entry] = None
+
+  # ---------------------------------------------------------------- per signature
+
+  def _entry(self, args: Sequence[Any]) -> _Entry:
+    specs = [_spec_of(a) for a in args]
+    key = tuple((tuple(s.shape.as_list()), s.dtype.name) for s in specs)
+    if key not in self._entries:
+      cf = ingest_tf.concrete_function(self.fn, specs)
+      g = graph_lib.trace(cf)
+      missing = [v.name for v in g.variables if v.handle not in g.live_handles]
+      if missing:
+        raise ValueError(f"variables {missing[:3]} of the step have no live value to shard")
+      sgraph = problem.from_tofu_graph(g, self.describer)
+      result = baselines.plan_with(self.planner, sgraph, len(self.devices), self.describer,
+                                   api.search_options(sgraph, self.constraints))
+      plan = plan_from_search(result, sgraph, self.planner, self.devices)
+      p = partition_graph_def(sgraph, plan, self.describer, comm=self.comm,
+                              fetches=list(g.fetches))
+      plan.memory = memory.plan_memory(g, p)
+      self._entries[key] = _Entry(g, cf.structured_outputs, plan, p)
+    return self._entries[key]
+
+  def plan(self, *args: Any) -> Plan:
+    """The Plan for the signature of ``args`` (tensors, arrays or tf.TensorSpecs)."""
+    return self._entry(args).plan
+
+  def partitioned(self, *args: Any) -> Partitioned:
+    """The rewrite for the signature of ``args``, with its feed, fetch and variable maps."""
+    return self._entry(args).partitioned
+
+  def partitioned_graph_def(self, *args: Any):
+    """The partitioned GraphDef, every node with a device and ``_output_shapes``."""
+    return shapes_lib.with_output_shapes(self._entry(args).partitioned.graph_def)
+
+  # ---------------------------------------------------------------- variables
+
+  def _values(self, e: _Entry) -> dict[str, np.ndarray]:
+    out = {}
+    for h, v in e.partitioned.variables.items():
+      out[h] = tf.raw_ops.ReadVariableOp(resource=_handle(e.graph.live_handles[h]),
+                                         dtype=tf.as_dtype(v.dtype)).numpy()
+    return out
+
+  def _activate(self, e: _Entry) -> None:
+    if self._active is e:
+      return
+    self.sync_variables()
+    values = self._values(e)
+    if e.shards is None:
+      e.shards = execute.create_shards(e.partitioned, values)
+      e.run = execute.wrap(e.partitioned, list(e.graph.fetches), e.shards)
+    else:
+      for h, v in e.partitioned.variables.items():
+        for s in v.shards:
+          e.shards[f"{s.placeholder}:0"].assign(values[h][s.box.slices()])
+    self._active = e
+
+  def sync_variables(self) -> None:
+    """Writes the current shards back into the user's variables (training goes on with
+    the shards)."""
+    e = self._active
+    if e is None:
+      return
+    for h, value in execute.assemble_variables(e.partitioned, e.shards).items():
+      live = e.graph.live_handles[h]
+      tf.raw_ops.AssignVariableOp(resource=_handle(live),
+                                  value=tf.constant(value, dtype=tf.as_dtype(value.dtype)))
+
+  @property
+  def shard_variables(self) -> dict[str, tf.Variable]:
+    """The shards the current signature trains: resource placeholder -> tf.Variable."""
+    return dict(self._active.shards) if self._active is not None else {}
+
+  # ---------------------------------------------------------------- call
+
+  def __call__(self, *args: Any):
+    e = self._entry(args)
+    self._activate(e)
+    values = [np.asarray(a) for a in args]
+    got = e.run(dict(zip(e.graph.feeds, values)))
+    flat = [tf.constant(got[t]) for t in e.graph.fetches]
+    return tf.nest.pack_sequence_as(e.structured_outputs, flat, expand_composites=True)
+
+
+def function(fn: Optional[Callable] = None, *, devices: devices_lib.Devices,
+             planner: str = "tofu", comm: str = PLAIN,
+             constraints: Optional[api.Constraints] = None):
+  """A :class:`Function` for ``fn``; also usable as ``@tf_tofu.function(devices=8)``.
+
+  Args:
+    fn: the training step: a ``tf.function`` or a Python callable that runs
+      one step (forward, gradients, optimizer update) and returns the loss.
+    devices: an int k (the first k local accelerators, or logical CPU devices
+      when there are not that many) or a list of device names.
+    planner: ``"tofu"`` or a baseline (``tf_tofu.PLANNERS``).
+    comm: ``"plain"`` or ``"collective"`` communication.
+    constraints: user constraints for the search (see ``tf_tofu.plan``).
+  """
+  if fn is None:
+    return lambda f: Function(f, devices, planner, comm, constraints)
+  return Function(fn, devices, planner, comm, constraints)
