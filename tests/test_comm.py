@@ -1,15 +1,15 @@
 """Tests for tf_tofu.ops.comm: attributes, names, keys, rank order, and the nodes it builds."""
 
+import os
+import sys
+
 import numpy as np
 import tensorflow as tf
 
-K = 8
-try:
-  tf.config.set_logical_device_configuration(
-      tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * K)
-except RuntimeError:
-  pass  # already initialised (another test module); setUpModule checks the count
-tf.config.set_soft_device_placement(False)
+sys.path.insert(0, os.path.dirname(__file__))
+import cpu_devices  # noqa: E402  (splits the CPU before TensorFlow starts)
+
+K = cpu_devices.COUNT
 
 from absl.testing import absltest, parameterized  # noqa: E402
 
@@ -20,9 +20,7 @@ from tf_tofu.ops.counting import count_transfer_bytes  # noqa: E402
 
 
 def setUpModule():
-  n = len(tf.config.list_logical_devices("CPU"))
-  if n < K:
-    raise absltest.SkipTest(f"needs {K} logical CPU devices, the process has {n}")
+  cpu_devices.require(K)
 
 
 def cpu(i):

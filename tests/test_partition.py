@@ -14,13 +14,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-K_MAX = 8
-try:
-  tf.config.set_logical_device_configuration(
-      tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * K_MAX)
-except RuntimeError:
-  pass  # already initialised (another test module); setUpModule checks the count
-tf.config.set_soft_device_placement(False)
+sys.path.insert(0, os.path.dirname(__file__))
+import cpu_devices  # noqa: E402  (splits the CPU before TensorFlow starts)
+
+K_MAX = cpu_devices.COUNT
 
 from absl.testing import absltest, parameterized  # noqa: E402
 from tensorflow.core.framework import graph_pb2  # noqa: E402
@@ -44,10 +41,7 @@ COMMS = ("plain", "collective")
 
 
 def setUpModule():
-  n = len(tf.config.list_logical_devices("CPU"))
-  if n < K_MAX:
-    raise absltest.SkipTest(f"needs {K_MAX} logical CPU devices, the process has {n} (TensorFlow "
-                            "was initialised before this module could split the CPU)")
+  cpu_devices.require(K_MAX)
 
 
 # ------------------------------------------------------------------ graphs

@@ -18,7 +18,7 @@ and ``peak_d = max_s live_d(s)``, where
   receiver from the producer's step (the send starts then) to its last
   reader on the receiver;
 * aliasing ops (``Identity``, ``ReadVariableOp``, ``Reshape``, ``Squeeze``,
-  ``ExpandDims``, ``Snapshot``) allocate nothing on their own device: their
+  ``ExpandDims``, ``Snapshot``, ``EnsureShape``) allocate nothing on their own device: their
   output is their input's buffer, which stays live as long as either is
   read (a read of a variable is the variable's buffer, already persistent).
 
@@ -39,7 +39,7 @@ from tensorflow.core.framework import graph_pb2
 from tf_tofu.ops import shapes as shapes_lib
 
 ALIAS_OPS = frozenset({"Identity", "ReadVariableOp", "Reshape", "Squeeze", "ExpandDims",
-                       "Snapshot", "StopGradient"})
+                       "Snapshot", "StopGradient", "EnsureShape"})
 PERSISTENT_OPS = frozenset({"Const", "VarHandleOp"})
 
 
@@ -130,13 +130,15 @@ def graph_def_schedule(graph_def: graph_pb2.GraphDef, shapes=None,
   ``shapes`` is a :class:`tf_tofu.ops.shapes.StaticShapes` of the graph (made
   when not given); a node without a device runs on ``default_device``.
   Persistent: each variable behind a resource placeholder or ``VarHandleOp``,
-  and each constant.
+  and each constant.  An output TensorFlow cannot size statically (a fused
+  batch norm's reserve space) counts 0.
   """
   shapes = shapes or shapes_lib.StaticShapes(graph_def)
   schedule, persistent = [], {}
   for n in graph_def.node:
     device = n.device or default_device
-    outs = tuple(shapes.bytes(n.name, i) for i in range(shapes.num_outputs(n.name)))
+    outs = tuple(shapes.bytes(n.name, i) if shapes.shape(n.name, i) is not None else 0
+                 for i in range(shapes.num_outputs(n.name)))
     schedule.append(Step(n.name, device, n.op,
                          tuple(i if ":" in i else i + ":0" for i in n.input
                                if not i.startswith("^")), outs))

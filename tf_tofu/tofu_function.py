@@ -43,6 +43,7 @@ class _Entry:
   """Everything made for one input signature."""
 
   graph: graph_lib.TofuGraph
+  search_graph: problem.SearchGraph
   structured_outputs: Any
   plan: Plan
   partitioned: Partitioned
@@ -95,17 +96,26 @@ class Function:
       plan = plan_from_search(result, sgraph, self.planner, self.devices)
       p = partition_graph_def(sgraph, plan, self.describer, comm=self.comm,
                               fetches=list(g.fetches))
-      plan.memory = memory.plan_memory(g, p)
-      self._entries[key] = _Entry(g, cf.structured_outputs, plan, p)
+      self._entries[key] = _Entry(g, sgraph, cf.structured_outputs, plan, p)
     return self._entries[key]
 
-  def plan(self, *args: Any) -> Plan:
-    """The Plan for the signature of ``args`` (tensors, arrays or tf.TensorSpecs)."""
-    return self._entry(args).plan
+  def plan(self, *args: Any, estimate_memory: bool = True) -> Plan:
+    """The Plan for the signature of ``args`` (tensors, arrays or tf.TensorSpecs), with the
+    per-device peak-memory estimate of its rewrite (made on first request unless
+    ``estimate_memory=False``: it sizes every node of the partitioned graph)."""
+    e = self._entry(args)
+    if estimate_memory and e.plan.memory is None:
+      e.plan.memory = memory.plan_memory(e.graph, e.partitioned)
+    return e.plan
 
   def partitioned(self, *args: Any) -> Partitioned:
     """The rewrite for the signature of ``args``, with its feed, fetch and variable maps."""
     return self._entry(args).partitioned
+
+  def traced(self, *args: Any) -> tuple[graph_lib.TofuGraph, problem.SearchGraph]:
+    """The ingested step for the signature of ``args``, and the search's view of it."""
+    e = self._entry(args)
+    return e.graph, e.search_graph
 
   def partitioned_graph_def(self, *args: Any):
     """The partitioned GraphDef, every node with a device and ``_output_shapes``."""

@@ -233,6 +233,12 @@ def resource_placeholder(b: GraphBuilder, name: str, dtype: str, shape: Sequence
                proto_attrs={"_handle_shapes": shapes, "_handle_dtypes": dtypes})
 
 
+def ensure_shape(b: GraphBuilder, name: str, x: str, shape: Sequence[int], dtype: str,
+                 device: str) -> str:
+  """``x``, checked to have (and statically known as) ``shape``."""
+  return b.add("EnsureShape", name, [x], device, {"T": dtype, "shape": list(shape)})
+
+
 def identity(b: GraphBuilder, name: str, x: str, dtype: str, device: str) -> str:
   return b.add("Identity", name, [x], device, {"T": dtype})
 

@@ -7,6 +7,9 @@ placeholder carries its variable's shape in ``_handle_shapes`` /
 read; it is mapped to a ``VarHandleOp`` of that shape and dtype, so the
 ``ReadVariableOp`` and ``ResourceGather`` nodes on it get static shapes too.
 A node's own ``_output_shapes`` (fully known) takes precedence.
+``CollectiveGatherV2``'s shape function leaves dim 0 unknown (the group size
+is a tensor); with a constant group size it is the input's dim 0 times the
+group size.
 """
 
 from __future__ import annotations
@@ -60,13 +63,18 @@ class StaticShapes:
     """The shape as TensorFlow knows it (maybe partly unknown)."""
     if (node, index) in self._declared:
       return tf.TensorShape(self._declared[(node, index)])
-    return self._tensor(node, index).shape
+    t = self._tensor(node, index)
+    if t.op.type == "CollectiveGatherV2" and not t.shape.is_fully_defined():
+      x, size = t.op.inputs[0], t.op.inputs[1]
+      inner = self.tf_shape(x.op.name, x.value_index)
+      if size.op.type == "Const" and inner.rank and inner[0] is not None:
+        n = int(tf.make_ndarray(size.op.get_attr("value")))
+        return tf.TensorShape([inner[0] * n] + inner.as_list()[1:])
+    return t.shape
 
   def shape(self, node: str, index: int) -> Optional[tuple[int, ...]]:
     """The static shape, or None where TensorFlow cannot tell."""
-    if (node, index) in self._declared:
-      return self._declared[(node, index)]
-    s = self._tensor(node, index).shape
+    s = self.tf_shape(node, index)
     return tuple(s.as_list()) if s.is_fully_defined() else None
 
   def num_outputs(self, node: str) -> int:
@@ -80,7 +88,7 @@ class StaticShapes:
     shape = self.shape(node, index)
     if shape is None:
       raise ValueError(f"tensor {node}:{index} has no static shape "
-                       f"({self._tensor(node, index).shape}); cannot size it")
+                       f"({self.tf_shape(node, index)}); cannot size it")
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype.as_numpy_dtype).itemsize
 
 

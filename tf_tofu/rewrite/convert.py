@@ -201,6 +201,10 @@ class Converter:
         y = comm.collective_gather(self.b, name, x, dtype, dev, len(ranked), gkey, ikey,
                                    [self._token(d)], self._after(d))
         self._chain(d, y)
+        # TF's shape function leaves the gathered dim unknown; pin it for what follows.
+        gathered = ((len(ranked) * shape[0],) + shape[1:] if direct
+                    else (len(ranked),) + shape)
+        y = comm.ensure_shape(self.b, f"{name}/shape", y, gathered, dtype, dev)
         if direct:
           out[d] = y
         else:

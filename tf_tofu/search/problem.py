@@ -141,8 +141,23 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
       tensors[name] = STensor(name, tuple(v.shape), v.dtype, itemsize(v.dtype))
     else:
       tensors[name] = STensor(name, tuple(t.shape), t.dtype, itemsize(t.dtype))
+  # A resource Identity (a SavedModel signature's inlined function passes each variable
+  # through one) is the variable itself: its readers read the variable.
+  alias: dict[str, str] = {}
+  for op in graph.ops.values():
+    if (op.op_type == "Identity" and len(op.inputs) == 1 and len(op.outputs) == 1
+        and graph.tensors[op.outputs[0]].dtype == "resource"):
+      src = alias.get(op.inputs[0], op.inputs[0])
+      if src in var_info:
+        alias[op.outputs[0]] = src
   ops = []
   for op in graph.ops.values():
+    if op.outputs and op.outputs[0] in alias:
+      ops.append(SOp(op.name, op.op_type, "ignored", context_from_node_def(
+          op.node_def, [TensorInfo((), "resource")], [TensorInfo((), "resource")]),
+          (), tuple(op.outputs), None, tuple(op.control_inputs)))
+      continue
+    op = dataclasses.replace(op, inputs=tuple(alias.get(t, t) for t in op.inputs))
     infos = []
     for tname in op.inputs:
       t = graph.tensors[tname]

@@ -1,0 +1,26 @@
+"""Logical CPU devices for the tests that run partitioned graphs (DESIGN.md section 3).
+
+Import this first in a test module: TensorFlow can split the CPU only before
+it initialises, so the first test module to import it splits the CPU into
+``COUNT`` devices for the whole process; soft placement is turned off, so a
+node placed on a device that does not exist fails instead of moving.
+"""
+
+import tensorflow as tf
+from absl.testing import absltest
+
+COUNT = 8
+try:
+  tf.config.set_logical_device_configuration(
+      tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * COUNT)
+except RuntimeError:
+  pass  # already initialised (by another test module); require() checks the count
+tf.config.set_soft_device_placement(False)
+
+
+def require(k: int = COUNT) -> None:
+  """Skips the calling module when the process has fewer than ``k`` logical CPUs."""
+  n = len(tf.config.list_logical_devices("CPU"))
+  if n < k:
+    raise absltest.SkipTest(f"needs {k} logical CPU devices, the process has {n} (TensorFlow "
+                            "was initialised before the CPU could be split)")
