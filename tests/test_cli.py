@@ -1,23 +1,50 @@
-"""Tests for the tofu command's dispatch."""
+"""Tests for the tofu command: dispatch, demo, plan and rewrite end to end, bad input.
 
+Each subcommand runs in a subprocess, as a user runs it, on tiny zoo models;
+the SavedModel fixture is a tiny MLP training step saved with its variables.
+"""
+
+import json
 import os
 import subprocess
 import sys
 
-from absl.testing import absltest
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(__file__))
+import cpu_devices  # noqa: E402,F401  (splits the CPU: the rewritten SavedModel runs here)
+
+K = 4
+
+from absl.testing import absltest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def tofu(*args):
-  return subprocess.run([sys.executable, "-m", "tf_tofu.cli", *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=300)
+def tofu(*args, cwd=ROOT):
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  return subprocess.run([sys.executable, "-m", "tf_tofu.cli", *args], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=600)
+
+
+def save_tiny_step(path):
+  """A tiny MLP training step as a SavedModel (signature "train"), with its example inputs."""
+  from tf_tofu import models
+  step = models.tiny("mlp", optimizer="adam")
+  module = tf.Module()
+  module.weights = list(step.variables) + list(step.optimizer_variables)
+  module.train = step.fn
+  tf.saved_model.save(module, path, signatures={"train": step.fn})
+  return step
 
 
 class CliTest(absltest.TestCase):
 
   def test_usage_and_unknown_subcommand(self):
-    self.assertIn("validate", tofu("--help").stdout)
+    usage = tofu("--help").stdout
+    for name in ("demo", "plan", "rewrite", "validate"):
+      self.assertIn(name, usage)
     bad = tofu("frobnicate")
     self.assertEqual(bad.returncode, 2)
     self.assertIn("unknown subcommand 'frobnicate'", bad.stderr)
@@ -26,6 +53,110 @@ class CliTest(absltest.TestCase):
     out = tofu("validate", "--only=MatMul", "--coverage_out=")
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])
     self.assertRegex(out.stdout, r"validated 1 op types, \d+ cases, \d+ strategies: 0 mismatches")
+
+
+class CommandsTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    import tempfile
+    cls.dir = tempfile.mkdtemp(prefix="tofu_cli_test_")
+    cls.saved = os.path.join(cls.dir, "tiny_step")
+    cls.step = save_tiny_step(cls.saved)
+
+  def out(self, name):
+    import tempfile
+    return os.path.join(tempfile.mkdtemp(dir=self.dir), name)
+
+  def ok(self, result):
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    return result.stdout
+
+  def test_demo_ends_with_a_matching_summary(self):
+    out_dir = self.out("demo")
+    text = self.ok(tofu("demo", "--model=mlp", "--size=tiny", "--k=4", "--steps=2",
+                        f"--out_dir={out_dir}"))
+    summary = text[text.index("demo summary:"):]
+    self.assertIn("losses match", summary)
+    self.assertRegex(summary, r"tofu moves .* per step; the best baseline")
+    self.assertRegex(summary, r"worst device peak .* the ideal")
+    self.assertTrue(os.path.exists(os.path.join(out_dir, "plan.dot")))
+    plan = json.load(open(os.path.join(out_dir, "plan.json")))
+    self.assertLen(plan["devices"], 4)
+
+  def test_plan_a_saved_model_then_rewrite_with_that_plan(self):
+    plan_path, dot = self.out("plan.json"), self.out("plan.dot")
+    text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                        f"--devices={K}", f"--plan_out={plan_path}", f"--dot={dot}"))
+    self.assertIn(f"tf_tofu plan (tofu) for {K} devices", text)
+    from tf_tofu.plans import Plan
+    plan = Plan.from_json(open(plan_path).read())
+    self.assertTrue(os.path.exists(dot))
+    # Applying the saved plan rewrites to a GraphDef that moves exactly its bytes.
+    pb = self.out("step.pb")
+    self.ok(tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                 f"--plan_in={plan_path}", f"--output={pb}"))
+    gd = tf.compat.v1.GraphDef()
+    gd.ParseFromString(open(pb, "rb").read())
+    from tf_tofu import count_transfer_bytes
+    self.assertEqual(count_transfer_bytes(gd), plan.total_bytes)
+    side = json.load(open(pb + ".partition.json"))
+    self.assertLen(side["devices"], K)
+    self.assertTrue(side["variables"])
+    for n in gd.node:
+      self.assertIn("_output_shapes", n.attr, n.name)
+
+  def test_rewrite_to_a_saved_model_that_trains_on_the_devices(self):
+    out = self.out("partitioned")
+    board = self.out("board")
+    self.ok(tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                 f"--devices={K}", "--comm=collective", f"--output={out}",
+                 f"--tensorboard={board}"))
+    self.assertTrue(os.listdir(board))
+    loaded = tf.saved_model.load(out)
+    sig = loaded.signatures["serving_default"]
+    x, y = self.step.example_inputs(seed=3)
+    first = sig(x=tf.constant(x), y=tf.constant(y))
+    second = sig(x=tf.constant(x), y=tf.constant(y))
+    (name,) = first
+    # The reference: the saved step's own signature, on a fresh load of the input.
+    ref = tf.saved_model.load(self.saved).signatures["train"]
+    want = [float(list(ref(x=tf.constant(x), y=tf.constant(y)).values())[0]) for _ in range(2)]
+    np.testing.assert_allclose([float(first[name]), float(second[name])], want, rtol=1e-5)
+
+  def test_bad_input(self):
+    missing = tofu("plan", "--graph=/nonexistent/step.pb", "--fetches=loss")
+    self.assertEqual(missing.returncode, 2)
+    self.assertIn("no such file", missing.stderr)
+    junk = self.out("junk.pb")
+    with open(junk, "wb") as f:
+      f.write(b"\xff\x00 this is not a graph")
+    bad = tofu("plan", f"--graph={junk}", "--fetches=loss")
+    self.assertEqual(bad.returncode, 1)
+    self.assertIn("is not a GraphDef", bad.stderr)
+    sig = tofu("plan", f"--saved_model={self.saved}", "--signature=nope")
+    self.assertEqual(sig.returncode, 1)
+    self.assertIn("has no signature 'nope'", sig.stderr)
+    self.assertIn("train", sig.stderr)
+    same = tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                f"--output={self.saved}")
+    self.assertEqual(same.returncode, 2)
+    self.assertIn("would overwrite the input", same.stderr)
+    inside = tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                  f"--plan_out={os.path.join(self.saved, 'plan.json')}")
+    self.assertEqual(inside.returncode, 2)
+    self.assertTrue(os.path.exists(os.path.join(self.saved, "saved_model.pb")))
+    self.assertFalse(os.path.exists(os.path.join(self.saved, "plan.json")))
+    both = tofu("plan", f"--saved_model={self.saved}", f"--graph={junk}")
+    self.assertEqual(both.returncode, 2)
+    self.assertIn("exactly one of", both.stderr)
+
+  def test_helpfull_lists_the_flags(self):
+    text = tofu("rewrite", "--helpfull").stdout  # absl exits 1 after printing help
+    self.assertIn("tofu rewrite --saved_model=DIR", text)
+    for flag in ("--output", "--plan_in", "--comm", "--devices", "--feeds", "--tensorboard"):
+      self.assertIn(flag, text)
 
 
 if __name__ == "__main__":

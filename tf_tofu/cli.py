@@ -1,10 +1,18 @@
 """The ``tofu`` command.
 
+    tofu demo [--model=gpt --k=8 --steps=3]          # the main job: see tf_tofu.demo
+    tofu plan --saved_model=DIR --devices=8 --plan_out=plan.json
+    tofu rewrite --saved_model=DIR --devices=8 --output=OUT_DIR
     tofu validate [--only=MatMul,Conv2D] [--coverage_out=docs/op_coverage.md]
+    tofu bench [--only=search,memory] [--sizes=tiny] [--nowrite]
 
-``validate`` checks every op description against its TensorFlow kernel (see
-``tf_tofu.opdefs.validate``).  Further subcommands (plan, rewrite, demo, bench)
-are added as the pipeline behind them lands.
+``demo`` partitions a zoo model across logical devices end to end
+(``tf_tofu.demo``); ``plan`` searches a partition of a GraphDef or SavedModel
+(``tf_tofu.plan_command``); ``rewrite`` writes the partitioned GraphDef or
+SavedModel (``tf_tofu.rewrite_command``); ``validate`` checks every op
+description against its TensorFlow kernel (``tf_tofu.opdefs.validate``);
+``bench`` runs the benchmarks of ``tools/`` (``tf_tofu.bench_command``).
+Each takes absl flags; ``tofu SUBCOMMAND --helpfull`` lists them.
 """
 
 from __future__ import annotations
@@ -14,6 +22,10 @@ import sys
 from absl import app
 
 SUBCOMMANDS = {
+    "bench": "tf_tofu.bench_command",
+    "demo": "tf_tofu.demo",
+    "plan": "tf_tofu.plan_command",
+    "rewrite": "tf_tofu.rewrite_command",
     "validate": "tf_tofu.opdefs.validate",
 }
 
@@ -35,6 +47,9 @@ def run(argv=None) -> None:
     sys.exit(2)
   import importlib
   module = importlib.import_module(SUBCOMMANDS[name])
+  main_module = sys.modules.get("__main__")
+  if main_module is not None and module.__doc__:
+    main_module.__doc__ = module.__doc__  # absl's --help prints the main module's docstring
   app.run(module.main, argv=[f"tofu {name}", *argv[2:]])
 
 

@@ -37,8 +37,9 @@ GPT24 = dict(layers=24, d_model=2048, heads=16, seq=1024, vocab=50257, batch=8, 
 def build_graph(key: str, sizes: str):
   import tf_tofu
   from tf_tofu import models
-  if sizes == "tiny":
-    step = models.tiny(key, materialize=False)
+  if sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"
+    family = max((f for f in models.TINY if key.startswith(f)), key=len)
+    step = models.tiny(family, materialize=False)
   elif key == "gpt24":
     step = models.build("gpt", materialize=False, **GPT24)
   else:

@@ -140,5 +140,7 @@ def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
     got = fn(*args)
     return assemble_fetches(p, {n: v.numpy() for n, v in zip(shard_names, got)}, fetches)
 
-  call.function = fn
+  call.function = fn                  # per-device feed slices -> fetched shards
+  call.placeholders = placeholders    # its arguments: (FeedShard, feed tensor), in order
+  call.shard_names = shard_names      # its results, in order
   return call

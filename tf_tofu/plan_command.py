@@ -1,0 +1,80 @@
+"""``tofu plan``: search a partition for a GraphDef or SavedModel, print and save the Plan.
+
+    tofu plan --saved_model=DIR --signature=train --devices=8 --plan_out=plan.json
+    tofu plan --graph=step.pb --feeds=x=32x784,y=32 --fetches=loss --devices=/GPU:0,/GPU:1
+    tofu plan ... --planner=megatron --dot=plan.dot
+
+Prints the plan report (strategies per op group and level, bytes per level,
+largest conversions); ``--plan_out`` writes the Plan JSON, which
+``tofu rewrite --plan_in`` applies (after hand edits too).  ``--dot`` draws
+the coarsened graph with every tensor group's layout and the bytes of every
+conversion (``tf_tofu.pictures``).
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+from tf_tofu import cli_inputs
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("devices", ["8"], "A device count, or device names (/GPU:0,/GPU:1).")
+flags.DEFINE_string("planner", "tofu", "tofu, or a baseline: datapar, allrow, spartan, "
+                    "equalchop, megatron.")
+flags.DEFINE_string("plan_out", None, "Write the Plan JSON here.")
+flags.DEFINE_string("dot", None, "Write the coarsened graph (Graphviz) here; SVG/PNG too when "
+                    "the dot program is installed.")
+
+
+def devices_flag():
+  """``--devices``: an int when it is one number, else the list of names."""
+  if len(FLAGS.devices) == 1 and FLAGS.devices[0].isdigit():
+    return int(FLAGS.devices[0])
+  return list(FLAGS.devices)
+
+
+def make_plan(graph, describer):
+  """``(search graph, Plan)`` for the flags' devices and planner."""
+  from tf_tofu import api, devices as devices_lib
+  from tf_tofu.plans import plan_from_search
+  from tf_tofu.search import baselines, problem
+  from tf_tofu.search.baselines import PLANNERS
+  if FLAGS.planner not in PLANNERS:
+    raise cli_inputs.UsageError(f"--planner={FLAGS.planner!r}; choose one of {sorted(PLANNERS)}")
+  names = devices_lib.resolve(devices_flag())
+  sgraph = problem.from_tofu_graph(graph, describer)
+  result = baselines.plan_with(FLAGS.planner, sgraph, len(names), describer,
+                               api.search_options(sgraph))
+  return sgraph, plan_from_search(result, sgraph, FLAGS.planner, names)
+
+
+def write_outputs(sgraph, plan, describer) -> None:
+  """``--plan_out`` and ``--dot``, atomically, never over an input."""
+  from tf_tofu import pictures
+  if FLAGS.plan_out:
+    path = cli_inputs.check_output(FLAGS.plan_out, "--plan_out")
+    cli_inputs.write_atomically(path, lambda tmp: open(tmp, "w").write(plan.to_json()))
+    print(f"wrote {path}")
+  if FLAGS.dot:
+    path = cli_inputs.check_output(FLAGS.dot, "--dot")
+    for written in pictures.write_dot(path, sgraph, plan, describer):
+      print(f"wrote {written}")
+
+
+def main(argv) -> int:
+  if len(argv) > 1:
+    return cli_inputs.fail(cli_inputs.UsageError(f"unexpected arguments {argv[1:]}"))
+  from tf_tofu.opdefs.registry import Describer
+  try:
+    graph = cli_inputs.load_graph()
+    describer = Describer()
+    sgraph, plan = make_plan(graph, describer)
+    print(plan.report())
+    write_outputs(sgraph, plan, describer)
+  except cli_inputs.ERRORS + (ValueError,) as e:
+    return cli_inputs.fail(e)
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

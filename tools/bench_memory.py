@@ -1,0 +1,94 @@
+"""Benchmarks the rewrite: its time, and the per-device peak memory it leads to.
+
+    python tools/bench_memory.py                  # WResNet-152 (W=10), LSTM (L=10, H=8192); k=8
+    python tools/bench_memory.py --models=mlp --sizes=tiny --k=4 --nowrite
+
+For each model (built without materialising any weight): trace, plan
+(``--planner``), rewrite, then the static peak-memory estimate of
+``tf_tofu.memory`` for the original step on one device and for the
+partitioned step on each of the k devices.  The target: the worst device
+within 1.3x of the ideal (single-device peak / k), and the rewrite under
+60 s.  Writes a section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import benchdoc  # noqa: E402
+from bench_search import build_graph  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("models", ["wresnet152", "lstm10"], "Zoo keys to benchmark.")
+flags.DEFINE_enum("sizes", "paper", ["paper", "tiny"], "Paper-sized or tiny models.")
+flags.DEFINE_integer("k", 8, "Device count.")
+flags.DEFINE_string("planner", "tofu", "Planner.")
+flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
+
+TARGET_RATIO = 1.3
+TARGET_REWRITE_S = 60.0
+
+
+def main(argv):
+  del argv
+  from tf_tofu import memory
+  from tf_tofu.api import search_options
+  from tf_tofu.devices import resolve
+  from tf_tofu.opdefs.registry import Describer
+  from tf_tofu.plans import _human, plan_from_search
+  from tf_tofu.rewrite import partition_graph_def
+  from tf_tofu.search import baselines, problem
+  rows = []
+  for key in FLAGS.models:
+    step, graph, ingest_s = build_graph(key, FLAGS.sizes)
+    describer = Describer()
+    sgraph = problem.from_tofu_graph(graph, describer)
+    start = time.perf_counter()
+    result = baselines.plan_with(FLAGS.planner, sgraph, FLAGS.k, describer,
+                                 search_options(sgraph))
+    plan = plan_from_search(result, sgraph, FLAGS.planner, resolve(FLAGS.k))
+    plan_s = time.perf_counter() - start
+    start = time.perf_counter()
+    p = partition_graph_def(sgraph, plan, describer)
+    rewrite_s = time.perf_counter() - start
+    start = time.perf_counter()
+    single = memory.tofu_graph_peak(graph)
+    est = memory.partitioned_peak(p)
+    memory_s = time.perf_counter() - start
+    ratio = est.ratio_to(single)
+    print(f"{key}: {step.name}: {len(graph.ops)} ops -> {len(p.graph_def.node)} nodes on "
+          f"{FLAGS.k} devices; ingest {ingest_s:.1f} s, plan {plan_s:.1f} s, rewrite "
+          f"{rewrite_s:.1f} s, estimate {memory_s:.1f} s", flush=True)
+    print(f"  single-device peak {_human(single)}; ideal {_human(single / FLAGS.k)}; per device "
+          f"{', '.join(_human(b) for _, b in sorted(est.peak.items()))}", flush=True)
+    print(f"  worst / ideal = {ratio:.3f} (target <= {TARGET_RATIO}); rewrite "
+          f"{'within' if rewrite_s < TARGET_REWRITE_S else 'OVER'} {TARGET_REWRITE_S:.0f} s",
+          flush=True)
+    rows.append((key, len(graph.ops), len(p.graph_def.node), rewrite_s, single, est, ratio))
+  if FLAGS.write:
+    lines = [f"Planner `{FLAGS.planner}`, k = {FLAGS.k}; peaks from `tf_tofu.memory` (static "
+             "liveness over each device's schedule; weights, optimizer slots, activations and "
+             "received buffers).  Targets: worst device <= "
+             f"{TARGET_RATIO}x the ideal, rewrite < {TARGET_REWRITE_S:.0f} s.", "",
+             "| model | ops | partitioned nodes | rewrite s | single-device peak | ideal (/k) | "
+             "worst device | best device | persistent (worst) | worst / ideal |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for key, n_ops, nodes, rewrite_s, single, est, ratio in rows:
+      lines.append(f"| {key} | {n_ops} | {nodes} | {rewrite_s:.1f} | {_human(single)} | "
+                   f"{_human(single / FLAGS.k)} | {_human(est.worst)} | "
+                   f"{_human(min(est.peak.values()))} | {_human(max(est.persistent.values()))} | "
+                   f"{ratio:.3f} |")
+    benchdoc.write_section(f"memory per device at k={FLAGS.k}",
+                           " ".join(["python tools/bench_memory.py", *sys.argv[1:]]),
+                           "\n".join(lines))
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)
