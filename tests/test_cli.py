@@ -152,6 +152,37 @@ class CommandsTest(absltest.TestCase):
     self.assertEqual(both.returncode, 2)
     self.assertIn("exactly one of", both.stderr)
 
+  def test_a_graph_def_file_with_feeds(self):
+    g = tf.Graph()
+    with g.as_default():
+      x = tf.compat.v1.placeholder(tf.float32, (None, 6), name="x")
+      w = tf.compat.v1.placeholder(tf.float32, (6, 4), name="w")
+      y = tf.nn.relu(tf.matmul(x, w))
+      tf.reduce_sum(y * y, name="loss")
+    path = self.out("model.pbtxt")
+    tf.io.write_graph(g.as_graph_def(), os.path.dirname(path), "model.pbtxt", as_text=True)
+    common = [f"--graph={path}", "--feeds=x=8x6,w=6x4", "--fetches=loss", "--devices=4"]
+    self.assertIn("tf_tofu plan (tofu) for 4 devices", self.ok(tofu("plan", *common)))
+    out = self.out("partitioned")
+    self.ok(tofu("rewrite", *common, "--planner=allrow", f"--output={out}"))
+    sig = tf.saved_model.load(out).signatures["serving_default"]
+    rng = np.random.default_rng(0)
+    xv, wv = rng.standard_normal((8, 6), np.float32), rng.standard_normal((6, 4), np.float32)
+    got = float(sig(x=tf.constant(xv), w=tf.constant(wv))["loss"])
+    want = float(np.sum(np.maximum(xv @ wv, 0) ** 2))
+    self.assertAlmostEqual(got, want, delta=1e-4 * abs(want))
+    pb = self.out("partitioned.pb")
+    self.ok(tofu("rewrite", *common, f"--output={pb}"))
+    self.assertTrue(os.path.exists(pb + ".partition.json"))
+    unshaped = tofu("plan", f"--graph={path}", "--fetches=loss", "--devices=4")
+    self.assertEqual(unshaped.returncode, 1)
+    self.assertIn("x", unshaped.stderr)
+
+  def test_bench_tiny(self):
+    text = self.ok(tofu("bench", "--only=memory", "--sizes=tiny", "--nowrite"))
+    self.assertIn("worst / ideal", text)
+    self.assertIn("rewrite within 60 s", text)
+
   def test_helpfull_lists_the_flags(self):
     text = tofu("rewrite", "--helpfull").stdout  # absl exits 1 after printing help
     self.assertIn("tofu rewrite --saved_model=DIR", text)

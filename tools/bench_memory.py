@@ -22,7 +22,7 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from bench_search import build_graph  # noqa: E402
+from zoo_graphs import build_graph  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["wresnet152", "lstm10"], "Zoo keys to benchmark.")

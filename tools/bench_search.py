@@ -21,6 +21,7 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
+from zoo_graphs import build_graph  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24"], "Zoo keys to benchmark.")
@@ -30,25 +31,6 @@ flags.DEFINE_list("planners", ["tofu", "datapar", "allrow", "spartan", "equalcho
                   "Planners for the bytes table (at k = --bytes_k).")
 flags.DEFINE_integer("bytes_k", 8, "Device count of the bytes table.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
-
-GPT24 = dict(layers=24, d_model=2048, heads=16, seq=1024, vocab=50257, batch=8, tied=True)
-
-
-def build_graph(key: str, sizes: str):
-  import tf_tofu
-  from tf_tofu import models
-  if sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"
-    family = max((f for f in models.TINY if key.startswith(f)), key=len)
-    step = models.tiny(family, materialize=False)
-  elif key == "gpt24":
-    step = models.build("gpt", materialize=False, **GPT24)
-  else:
-    step = models.paper(key)
-  start = time.perf_counter()
-  with step.context():
-    graph = tf_tofu.trace(step.fn, *step.input_signature)
-  return step, graph, time.perf_counter() - start
-
 
 def _human(b: float) -> str:
   from tf_tofu.plans import _human as h
