@@ -68,7 +68,8 @@ class Zoo:
     self.inputs = [self.step.example_inputs(seed=i) for i in range(STEPS)]
     probe = tf_tofu.function(self.step.fn, devices=1)
     graph, _ = probe.traced(*self.inputs[0])
-    self.live = {v.name: (graph.live_handles[v.handle], v.dtype) for v in graph.variables}
+    # By handle: Keras 3 variable names repeat across layers ("bias").
+    self.live = {v.handle: (graph.live_handles[v.handle], v.dtype) for v in graph.variables}
     self.initial = self.values()
     self.losses, self.final = self.run_original(self.inputs)
     permuted = []
@@ -96,11 +97,13 @@ class Zoo:
 
 
 def _err(a, b) -> float:
-  """Largest difference relative to the reference's largest magnitude."""
+  """Largest difference relative to the reference's largest magnitude, or to 1e-3 for a
+  tensor near zero (an attention key bias has a zero gradient: rounding noise is all it
+  gets)."""
   a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
   if not b.size:
     return 0.0
-  return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+  return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-3))
 
 
 class ZooCase(parameterized.TestCase):
