@@ -106,6 +106,9 @@ def write_atomically(path: str, write: Callable[[str], None], directory: bool = 
     return
   fd, tmp = tempfile.mkstemp(prefix=".tofu-", dir=parent)
   os.close(fd)
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only; outputs are ordinary files
   try:
     write(tmp)
     os.replace(tmp, path)

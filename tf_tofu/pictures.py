@@ -1,142 +1,356 @@
 """Pictures of a plan: the coarsened graph in Graphviz, the partitioned graph for TensorBoard.
 
-``plan_dot`` draws the graph the search decided on:
+A plan is a few hundred per-tensor and per-op decisions; a picture shows where
+the bytes go.  ``plan_dot`` draws the graph the search decided on, at the
+grain it decided at:
 
-* one node per op group (a forward op with the gradient ops that
-  differentiate it, ``Plan.op_groups``), labelled with its lead op, op type,
-  member count and strategy per level (``"k/j"``: level 1 cuts the index
-  variable ``k``, level 2 ``j``);
-* one box per variable, labelled with its name, shape and layout per level;
-  its reads and updates are folded into it (a read's value and an update's
-  input are tied to the variable's layout, so they are the variable here);
-* one edge per pair of connected groups (parallel tensors merged), labelled
-  with the layouts per level of the tensors on it and the bytes of their
-  conversions (``Plan.conversions``); edges that move bytes are red and
-  thicker, the others grey.  Sources (feeds, constants) are left out.
+* one ellipse per op group (``Plan.op_groups``: a forward op with the gradient
+  ops that differentiate it, which share one strategy), labelled with its lead
+  op, op type, member count, strategy per level (``"k/j"``: level 1 cuts the
+  index variable ``k``, level 2 ``j``) and the bytes its conversions move
+  (``Plan.op_bytes``); groups left whole on device 0 (``single``) are filled
+  pink;
+* one box per variable, labelled with its name, shape, dtype and layout per
+  level.  Its reads and updates are folded into it: a read's value and an
+  update's element-wise inputs are tied to the variable's layout
+  (``search.coarsen``), so on the picture they *are* the variable, and the
+  gradient flowing into an update is an edge into the box;
+* one house per feed (a Placeholder that is not a variable), since splitting
+  a batch across devices is a conversion too.  Constants are left out (they
+  are built on every device for free) unless a conversion on one moves bytes;
+* one edge per pair of connected nodes, parallel tensors merged into it,
+  labelled with the layouts per level of its tensors (``"cut(0) x rep"``;
+  tied tensors share one layout, so this is their tensor group's) and the
+  bytes of the conversions on them: a tensor's production (its producer's
+  tiles into its layout) counts on every edge that carries it, a ``feed``
+  conversion only on the edges into the groups of the ops it feeds.  Edges
+  that move bytes are red and the thicker the more they move, the others
+  grey; a group's conversions between its own ops are a red loop on it.
+  Every edge's tooltip (SVG) lists its tensors and the exact bytes.
 
-``write_tensorboard`` writes a GraphDef as a graph summary: TensorBoard's
-graph view shows the partitioned graph and colours it by device.
+The title gives the planner, k, the level factors and the total bytes per
+step.  The text depends only on the graph and the plan (groups, feeds and
+edges in the graph's op order, variables by name; never a dict's order), so
+equal inputs give equal text.
+
+``write_tensorboard`` writes a partitioned GraphDef as a graph summary:
+TensorBoard's graph view shows it and colours it by device (the nodes'
+``device`` fields), without the devices having to exist.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import shutil
 import subprocess
-import tempfile
+import uuid
 from typing import Sequence
 
 from tf_tofu.plans import Plan, _human
 from tf_tofu.search.problem import SearchGraph
 
+FEED_OPS = frozenset({"Placeholder", "PlaceholderWithDefault", "_Arg"})
+DOT_TIMEOUT_SECONDS = 300
+RENDER_FORMATS = ("svg", "png")
+
 
 def _quote(text: str) -> str:
+  """``text`` as a DOT quoted string (ids and labels; ``\\n`` breaks a label line)."""
   return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _attrs(**attrs: object) -> str:
+  """``[k=v, ...]`` with strings quoted and numbers bare, in the given order."""
+  parts = []
+  for key, value in attrs.items():
+    if value is None:
+      continue
+    parts.append(f"{key}={_quote(value) if isinstance(value, str) else value}")
+  return "[" + ", ".join(parts) + "]"
+
+
+def _shape(shape: Sequence[int]) -> str:
+  return "x".join(map(str, shape)) or "scalar"
+
+
+@dataclasses.dataclass
+class _Node:
+  id: str
+  label: str
+  attrs: dict
+  ops: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Edge:
+  tensors: dict = dataclasses.field(default_factory=dict)  # tensor -> bytes on this edge
+
+  @property
+  def bytes(self) -> int:
+    return sum(self.tensors.values())
+
+
+def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
+  """The Graphviz DOT text of ``graph`` coarsened and annotated by ``plan``.
+
+  What is drawn is in the module docstring: op groups as ellipses, variables
+  as boxes (their reads and updates folded in), feeds as houses, constants
+  left out unless converted; edges between them merged per pair and labelled
+  with layouts per level and conversion bytes (red when non-zero, grey
+  otherwise).  Node ids are ``group:<lead op>``, ``var:<handle tensor>``,
+  ``feed:<op>`` and ``const:<op>``, quoted and escaped.
+
+  Args:
+    graph: the search's view of the graph the plan was made for.
+    plan: its plan (``plan.check_matches(graph)`` must pass).
+    describer: accepted for symmetry with the other plan consumers; the
+      picture needs only the plan (a tensor group shares one layout per
+      level, so each tensor's layout in the plan is its group's).
+
+  Returns:
+    The DOT text, ending in a newline; the same inputs give the same text.
+
+  Raises:
+    PlanError: the plan was made for another graph.
+  """
+  del describer
+  plan.check_matches(graph)
+  order = {op.name: i for i, op in enumerate(graph.ops)}
+  ops = {op.name: op for op in graph.ops}
+  converted = collections.Counter()
+  for c in plan.conversions:
+    converted[c["tensor"]] += int(c["bytes"])
+
+  # Nodes, and which node every drawn op belongs to.
+  nodes: dict[str, _Node] = {}
+  node_of: dict[str, str] = {}
+  groups = {lead: tuple(m for m in members if m in ops) for lead, members in plan.op_groups.items()}
+  grouped = {m for members in groups.values() for m in members}
+  for op in graph.ops:  # a compute op the plan does not group is a group of its own
+    if op.kind in ("compute", "single") and op.name not in grouped and op.name not in groups:
+      groups[op.name] = (op.name,)
+  for lead, members in sorted(groups.items(), key=lambda kv: (min(
+      (order[m] for m in kv[1]), default=len(order)), kv[0])):
+    nid = "group:" + lead
+    head = ops.get(lead) or (ops[members[0]] if members else None)
+    strategy = "/".join(plan.strategies.get(lead) or
+                        (plan.strategies.get(members[0], ()) if members else ())) or "-"
+    single = head is not None and head.kind == "single"
+    count = f"{len(members)} op{'s' if len(members) != 1 else ''}"
+    nodes[nid] = _Node(nid, f"{lead}\n{head.op_type if head else '?'}, {count}\n{strategy}",
+                       {"shape": "ellipse", "style": "filled" if single else None,
+                        "fillcolor": "mistyrose" if single else None}, list(members))
+    for m in members:
+      node_of[m] = nid
+  for handle, name in sorted(graph.variables.items(), key=lambda kv: (kv[1], kv[0])):
+    t = graph.tensors[handle]
+    nid = "var:" + handle
+    nodes[nid] = _Node(nid, f"{name}\n{_shape(t.shape)} {t.dtype}\n{_layout(plan, handle)}",
+                       {"shape": "box", "style": "filled", "fillcolor": "lightyellow"})
+  for op in graph.ops:
+    if op.kind in ("read", "update") and op.inputs and op.inputs[0] in graph.variables:
+      node_of[op.name] = "var:" + op.inputs[0]
+      nodes[node_of[op.name]].ops.append(op.name)
+    elif op.kind == "source" and op.outputs and op.outputs[0] not in graph.variables:
+      t = graph.tensors[op.outputs[0]]
+      if op.op_type in FEED_OPS and t.dtype != "resource":
+        nid, attrs = "feed:" + op.name, {"shape": "house"}
+      elif any(converted[o] for o in op.outputs):
+        nid, attrs = "const:" + op.name, {"shape": "note", "fontsize": 8}
+      else:
+        continue
+      nodes[nid] = _Node(nid, f"{op.name}\n{op.op_type} {_shape(t.shape)} {t.dtype}\n"
+                              f"{_layout(plan, op.outputs[0])}", attrs, [op.name])
+      node_of[op.name] = nid
+  producer = {h: "var:" + h for h in graph.variables}
+  for op in graph.ops:
+    if op.name in node_of:
+      for t in op.outputs:
+        producer.setdefault(t, node_of[op.name])
+
+  # Edges along the data flow, parallel tensors merged.
+  edges: dict[tuple[str, str], _Edge] = {}
+  for op in graph.ops:
+    dst = node_of.get(op.name)
+    if dst is None:
+      continue
+    for t in op.inputs:
+      src = producer.get(t) if t else None
+      if src is None:
+        continue
+      edges.setdefault((src, dst), _Edge()).tensors.setdefault(t, 0)
+  # Conversion bytes: production on every edge of its tensor, a feed on the edges into its ops.
+  carried: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+  for key, e in edges.items():
+    for t in e.tensors:
+      carried[t].append(key)
+  for c in plan.conversions:
+    keys = carried.get(c["tensor"], [])
+    if c["what"].startswith("feed "):
+      into = {node_of.get(o) for o in c["what"][len("feed "):].split(", ")}
+      keys = [k for k in keys if k[1] in into] or keys
+    for k in keys:
+      edges[k].tensors[c["tensor"]] += int(c["bytes"])
+  for (src, dst), e in list(edges.items()):  # a loop shows only what moves inside its group
+    if src == dst:
+      e.tensors = {t: b for t, b in e.tensors.items() if b}
+      if not e.tensors:
+        del edges[src, dst]
+  most = max((e.bytes for e in edges.values()), default=0)
+
+  factors = " x ".join(map(str, plan.factors)) or "-"
+  per_level = ", ".join(_human(b) for b in plan.level_bytes) or "-"
+  title = (f"tf_tofu plan ({plan.planner}): k={plan.k} devices, factors {factors}\n"
+           f"{_human(plan.total_bytes)} per step ({plan.total_bytes} B); per level {per_level}")
+  lines = [
+      "digraph tofu_plan {",
+      f"  graph {_attrs(label=title, labelloc='t', fontname='Helvetica', rankdir='TB')};",
+      f"  node {_attrs(fontname='Helvetica', fontsize=10)};",
+      f"  edge {_attrs(fontname='Helvetica', fontsize=9)};",
+  ]
+  for node in nodes.values():
+    moved = sum(plan.op_bytes.get(o, 0) for o in node.ops)
+    label = node.label + (f"\n{_human(moved)}" if moved else "")
+    tooltip = "\n".join(node.ops + [f"{moved} bytes"])
+    lines.append(f"  {_quote(node.id)} {_attrs(label=label, tooltip=tooltip, **node.attrs)};")
+  for (src, dst), e in edges.items():
+    layouts = list(dict.fromkeys(_layout(plan, t) for t in e.tensors))
+    label = "; ".join(layouts)
+    tooltip = "\n".join(list(e.tensors) + [f"{e.bytes} bytes"])
+    if e.bytes:
+      width = round(1.5 + 3.5 * e.bytes / most, 2)
+      style = dict(color="red", fontcolor="red", penwidth=width)
+      label += f"\n{_human(e.bytes)}"
+    else:
+      style = dict(color="grey60", fontcolor="grey40", penwidth=1)
+    lines.append(f"  {_quote(src)} -> {_quote(dst)} "
+                 f"{_attrs(label=label, tooltip=tooltip, **style)};")
+  lines.append("}")
+  return "\n".join(lines) + "\n"
 
 
 def _layout(plan: Plan, tensor: str) -> str:
   return " x ".join(str(s) for s in plan.layouts.get(tensor, ())) or "-"
 
 
-def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
-  """The DOT text of the coarsened graph under ``plan`` (module docstring)."""
-  del describer  # the groups and layouts are the plan's
-  node_of: dict[str, str] = {}   # op -> its DOT node
-  for lead, members in sorted(plan.op_groups.items()):
-    for m in members:
-      node_of[m] = "g:" + lead
-  var_node = {h: "v:" + name for h, name in graph.variables.items()}
-  producer: dict[str, str] = {}
-  for op in graph.ops:
-    if op.kind in ("read", "update") and op.inputs and op.inputs[0] in var_node:
-      node_of[op.name] = var_node[op.inputs[0]]
-    for t in op.outputs:
-      producer[t] = op.name
-  for h, v in var_node.items():
-    producer[h] = v
-  conv_bytes: dict[str, int] = collections.defaultdict(int)
-  for c in plan.conversions:
-    conv_bytes[c["tensor"]] += int(c["bytes"])
-  edges: dict[tuple[str, str], dict] = {}
-  for op in graph.ops:
-    dst = node_of.get(op.name)
-    if dst is None:
-      continue
-    for t in op.inputs:
-      if not t:
-        continue
-      src_op = producer.get(t)
-      src = var_node.get(t) or node_of.get(src_op or "")
-      if src is None or src == dst:
-        continue
-      e = edges.setdefault((src, dst), {"tensors": [], "bytes": 0})
-      if t not in e["tensors"]:
-        e["tensors"].append(t)
-        e["bytes"] += conv_bytes.get(t, 0)
-  lines = [
-      "digraph tofu_plan {",
-      f"  label={_quote(f'tf_tofu plan ({plan.planner}): {plan.k} devices, levels ' + ' x '.join(map(str, plan.factors)) + f'; {_human(plan.total_bytes)} per step')};",
-      "  labelloc=t; rankdir=TB; node [fontname=Helvetica, fontsize=10];"
-      " edge [fontname=Helvetica, fontsize=9];",
-  ]
-  types = {op.name: op.op_type for op in graph.ops}
-  for lead, members in sorted(plan.op_groups.items()):
-    strategy = "/".join(plan.strategies.get(lead, plan.strategies.get(members[0], ())))
-    label = f"{lead}\n{types.get(lead, '?')} x{len(members)}\n{strategy or '-'}"
-    lines.append(f"  {_quote('g:' + lead)} [shape=ellipse, label={_quote(label)}];")
-  for h, node in sorted(var_node.items(), key=lambda kv: kv[1]):
-    shape = "x".join(map(str, graph.tensors[h].shape)) or "scalar"
-    label = f"{graph.variables[h]}\n{shape}\n{_layout(plan, h)}"
-    lines.append(f"  {_quote(node)} [shape=box, style=filled, fillcolor=lightyellow, "
-                 f"label={_quote(label)}];")
-  for (src, dst), e in sorted(edges.items()):
-    layouts = sorted({_layout(plan, t) for t in e["tensors"]})
-    label = "; ".join(layouts)
-    if e["bytes"]:
-      label += f"\n{_human(e['bytes'])}"
-      style = "color=red, penwidth=2"
-    else:
-      style = "color=grey60"
-    lines.append(f"  {_quote(src)} -> {_quote(dst)} [label={_quote(label)}, {style}];")
-  lines.append("}")
-  return "\n".join(lines) + "\n"
+def _temp_beside(path: str, suffix: str = "") -> str:
+  """A fresh name in ``path``'s directory (created by ``open(..., "x")``, so the umask applies)."""
+  parent, base = os.path.split(os.path.abspath(path))
+  return os.path.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp{suffix}")
 
 
-def _atomic_write(path: str, text: str) -> None:
-  parent = os.path.dirname(os.path.abspath(path))
-  os.makedirs(parent, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=".tofu-", dir=parent)
-  with os.fdopen(fd, "w") as f:
-    f.write(text)
-  os.replace(tmp, path)
+def _write_atomically(path: str, text: str) -> None:
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmp = _temp_beside(path)
+  try:
+    with open(tmp, "x") as f:
+      f.write(text)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+def _render(dot: str, source: str, fmt: str, out: str) -> None:
+  tmp = _temp_beside(out, "." + fmt)
+  try:
+    subprocess.run([dot, f"-T{fmt}", source, "-o", tmp], check=True,
+                   timeout=DOT_TIMEOUT_SECONDS, capture_output=True, text=True)
+    os.replace(tmp, out)
+  except subprocess.CalledProcessError as e:
+    raise RuntimeError(f"{dot} -T{fmt} {source} failed (exit {e.returncode}): "
+                       f"{(e.stderr or '').strip()[:2000]}") from e
+  except subprocess.TimeoutExpired as e:
+    raise RuntimeError(f"{dot} -T{fmt} {source} took over {DOT_TIMEOUT_SECONDS} s") from e
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
 
 
 def write_dot(path: str, graph: SearchGraph, plan: Plan, describer=None) -> list[str]:
-  """Writes ``path`` (DOT) and, when Graphviz's ``dot`` is installed, ``.svg`` and ``.png``
-  beside it; returns the paths written."""
-  _atomic_write(path, plan_dot(graph, plan, describer))
+  """Writes :func:`plan_dot` to ``path`` and, with Graphviz installed, renders it beside it.
+
+  The .dot file is written atomically (a temporary file in the same
+  directory, then ``os.replace``), creating the directory if needed.  When
+  ``dot`` is on PATH, ``<stem>.svg`` and ``<stem>.png`` are rendered next to
+  it (``<stem>`` is ``path`` without its extension), each atomically too.
+
+  Args:
+    path: the .dot file to write (not a .svg or .png: those are the renders).
+    graph, plan, describer: as for :func:`plan_dot`.
+
+  Returns:
+    The paths written: ``[path]``, plus the .svg and .png when ``dot`` exists.
+
+  Raises:
+    ValueError: ``path`` ends in .svg or .png.
+    RuntimeError: ``dot`` failed or timed out (the .dot file is written).
+  """
+  stem, ext = os.path.splitext(path)
+  if ext.lower() in tuple("." + f for f in RENDER_FORMATS):
+    raise ValueError(f"write_dot({path!r}): give the .dot path; the {ext} is rendered beside it")
+  _write_atomically(path, plan_dot(graph, plan, describer))
   written = [path]
   dot = shutil.which("dot")
   if dot:
-    stem = os.path.splitext(path)[0]
-    for fmt in ("svg", "png"):
-      subprocess.run([dot, f"-T{fmt}", path, "-o", f"{stem}.{fmt}"], check=True, timeout=300,
-                     capture_output=True)
-      written.append(f"{stem}.{fmt}")
+    for fmt in RENDER_FORMATS:
+      out = f"{stem}.{fmt}"
+      _render(dot, path, fmt, out)
+      written.append(out)
   return written
 
 
+def _event_files(logdir: str, gfile) -> set[str]:
+  if not gfile.isdir(logdir):
+    return set()
+  return {f for f in gfile.listdir(logdir) if "tfevents" in f}
+
+
 def write_tensorboard(logdir: str, graph_def) -> str:
-  """Writes ``graph_def`` as a graph summary under ``logdir``; returns ``logdir``."""
+  """Writes ``graph_def`` as a TensorBoard graph summary in a new event file under ``logdir``.
+
+  Open it with ``tensorboard --logdir <logdir>``: the Graphs tab shows the
+  graph and, with "Color: Device", which device runs each node.  Nothing is
+  imported or placed, so the devices a partitioned graph names need not exist
+  here.  Call it from eager code, TF2's default (while a ``tf.function`` is
+  traced it writes from the eager context outside; under a TF1-style
+  ``tf.Graph().as_default()`` it cannot, and raises).
+
+  Args:
+    logdir: the directory (created if missing; any path ``tf.io.gfile`` takes).
+    graph_def: a ``GraphDef`` (or its serialized bytes, or a ``tf.Graph``).
+
+  Returns:
+    The path of the event file written.
+
+  Raises:
+    RuntimeError: not executing eagerly, or the summary was not written.
+  """
   import tensorflow as tf
-  os.makedirs(logdir, exist_ok=True)
-  writer = tf.summary.create_file_writer(logdir)
-  with writer.as_default():
-    tf.summary.graph(graph_def)
-  writer.flush()
-  writer.close()
-  return logdir
+  from tensorflow.core.framework import graph_pb2
+  if isinstance(graph_def, (bytes, bytearray)):
+    graph_def = graph_pb2.GraphDef.FromString(bytes(graph_def))
+  gfile = tf.io.gfile
+  with tf.init_scope():
+    if not tf.executing_eagerly():
+      raise RuntimeError("write_tensorboard needs eager execution (it is called under a "
+                         "tf.Graph().as_default() block)")
+    gfile.makedirs(logdir)
+    before = _event_files(logdir, gfile)
+    writer = tf.summary.create_file_writer(logdir)
+    try:
+      with writer.as_default():
+        ok = tf.summary.graph(graph_def)
+      writer.flush()
+    finally:
+      writer.close()
+  new = sorted(_event_files(logdir, gfile) - before)
+  mine = [f for f in new if f".{os.getpid()}." in f] or new  # the name carries the writer's pid
+  if not ok or not mine:
+    raise RuntimeError(f"no graph summary written under {logdir}")
+  return os.path.join(logdir, mine[-1])
 
 
 __all__: Sequence[str] = ("plan_dot", "write_dot", "write_tensorboard")
