@@ -10,7 +10,7 @@ On 8 logical CPU devices with soft placement off, for the tiny zoo models
   difference between the original step and the original step run on the
   same batches with their examples in another order (the same math, summed
   in another order).  The first loss, before any update, must match to
-  float32 rounding whatever the floor.  For WResNet with Adam the floor is
+  float32 rounding or its own (forward-only) reorder noise.  For WResNet with Adam the floor is
   large (about 0.3 of a batch-norm shift): batch norm makes some gradients
   mathematically zero and Adam turns their rounding noise into full steps of
   either sign, so there the first loss and the byte counts are the sharp checks;
@@ -80,6 +80,7 @@ class Zoo:
     # The noise floor: how far the same steps, summed in another order, land.
     self.noise = max([_err(losses, self.losses)] +
                      [_err(final[n], self.final[n]) for n in final])
+    self.noise_first = _err(losses[:1], self.losses[:1])  # the forward pass alone
     self.restore()
 
   def values(self):
@@ -118,15 +119,16 @@ class ZooCase(parameterized.TestCase):
   def check_training(self, zoo: Zoo, f, what: str):
     """Runs three partitioned steps from the initial values; compares with the original.
 
-    The first loss (no update yet) must match to float32 rounding; the later
-    losses and the variables to the model's noise floor.
+    The first loss (no update yet) must match to float32 rounding (or the
+    forward pass's own reorder noise: batch norm over two examples amplifies
+    it); the later losses and the variables to the model's noise floor.
     """
     zoo.restore()
     losses = np.array([float(f(*xs)) for xs in zoo.inputs])
     f.sync_variables()
     got = zoo.values()
     zoo.restore()
-    self.assertLessEqual(_err(losses[:1], zoo.losses[:1]), RTOL,
+    self.assertLessEqual(_err(losses[:1], zoo.losses[:1]), max(RTOL, 100 * zoo.noise_first),
                          f"{what}: first loss {losses[0]} != {zoo.losses[0]}")
     tol = max(RTOL, 10 * zoo.noise)
     self.assertLessEqual(_err(losses, zoo.losses), tol, f"{what}: losses {losses} != {zoo.losses}")
