@@ -1,15 +1,17 @@
 """The project files stay true to the tree: BUILD, pyproject.toml, README, .ci/run."""
 
+import importlib.util
 import os
 import re
-import sys
 import tomllib
 
 from absl.testing import absltest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import gen_build  # noqa: E402
+_SPEC = importlib.util.spec_from_file_location("gen_build",
+                                               os.path.join(ROOT, "tools", "gen_build.py"))
+gen_build = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gen_build)
 
 
 def _read(name):

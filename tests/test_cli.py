@@ -12,8 +12,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(__file__))
-import cpu_devices  # noqa: E402,F401  (splits the CPU: the rewritten SavedModel runs here)
+from tests import cpu_devices  # noqa: E402,F401  (splits the CPU: the rewritten SavedModel runs here)
 
 K = 4
 

@@ -1,13 +1,10 @@
 """Tests for tf_tofu.ops.comm: attributes, names, keys, rank order, and the nodes it builds."""
 
-import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(__file__))
-import cpu_devices  # noqa: E402  (splits the CPU before TensorFlow starts)
+from tests import cpu_devices  # noqa: E402  (splits the CPU before TensorFlow starts)
 
 K = cpu_devices.COUNT
 

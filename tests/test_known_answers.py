@@ -1,13 +1,10 @@
 """Closed-form optima the search must reproduce exactly (DESIGN.md section 4)."""
 
-import os
-import sys
 
 import tensorflow as tf
 from absl.testing import absltest, parameterized
 
-sys.path.insert(0, os.path.dirname(__file__))
-import search_testlib  # noqa: E402
+from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Cut  # noqa: E402

@@ -1,13 +1,10 @@
 """Tests for tf_tofu.search.onecut and recursive: the DP equals exhaustive enumeration."""
 
 import itertools
-import sys
-import os
 
 from absl.testing import absltest, parameterized
 
-sys.path.insert(0, os.path.dirname(__file__))
-import search_testlib  # noqa: E402
+from tests import search_testlib  # noqa: E402
 
 from tf_tofu import transfers  # noqa: E402
 from tf_tofu.opdefs import analysis  # noqa: E402

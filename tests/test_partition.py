@@ -8,14 +8,11 @@ assembled on the host, so they add nothing).
 """
 
 import dataclasses
-import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(__file__))
-import cpu_devices  # noqa: E402  (splits the CPU before TensorFlow starts)
+from tests import cpu_devices  # noqa: E402  (splits the CPU before TensorFlow starts)
 
 K_MAX = cpu_devices.COUNT
 
@@ -23,8 +20,7 @@ from absl.testing import absltest, parameterized  # noqa: E402
 from tensorflow.core.framework import graph_pb2  # noqa: E402
 from tensorflow.python.eager import context  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-import search_testlib  # noqa: E402
+from tests import search_testlib  # noqa: E402
 
 from tf_tofu import devices as devices_lib  # noqa: E402
 from tf_tofu import plans, transfers  # noqa: E402

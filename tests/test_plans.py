@@ -1,13 +1,10 @@
 """Tests for tf_tofu.plans: JSON round trip, graph checks, the report."""
 
 import json
-import os
-import sys
 
 from absl.testing import absltest
 
-sys.path.insert(0, os.path.dirname(__file__))
-import search_testlib  # noqa: E402
+from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.plans import Plan, PlanError, plan_from_search  # noqa: E402

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tf_tofu.models import gpt, lstm, mlp, wresnet
-from tf_tofu.models.common import FLAVORS, OPTIMIZERS, TrainStep
+from tf_tofu.models.common import DTYPES, FLAVORS, OPTIMIZERS, TrainStep
 
 BUILDERS: dict[str, Callable[..., TrainStep]] = {
     "mlp": mlp.build,
@@ -51,15 +51,17 @@ def builder_of(key: str) -> Callable[..., TrainStep]:
 
 
 def build(key: str, *, flavor: str = "tf", optimizer: str = "sgd", materialize: bool = True,
-          **sizes: Any) -> TrainStep:
-  """Builds zoo model ``key`` (a family name) with the given sizes."""
-  return builder_of(key)(flavor=flavor, optimizer=optimizer, materialize=materialize, **sizes)
+          dtype: str = "float32", **sizes: Any) -> TrainStep:
+  """Builds zoo model ``key`` (a family name) with the given sizes and float dtype."""
+  return builder_of(key)(flavor=flavor, optimizer=optimizer, materialize=materialize,
+                         dtype=dtype, **sizes)
 
 
 def tiny(key: str, *, flavor: str = "tf", optimizer: str = "sgd",
-         materialize: bool = True) -> TrainStep:
+         materialize: bool = True, dtype: str = "float32") -> TrainStep:
   """The tiny version of ``key`` (a key of ``TINY``), as the tests use it."""
-  return build(key, flavor=flavor, optimizer=optimizer, materialize=materialize, **TINY[key])
+  return build(key, flavor=flavor, optimizer=optimizer, materialize=materialize, dtype=dtype,
+               **TINY[key])
 
 
 def paper(key: str, *, flavor: str = "tf", optimizer: str = "sgd",
@@ -68,5 +70,5 @@ def paper(key: str, *, flavor: str = "tf", optimizer: str = "sgd",
   return build(key, flavor=flavor, optimizer=optimizer, materialize=materialize, **PAPER[key])
 
 
-__all__ = ["BUILDERS", "FLAVORS", "OPTIMIZERS", "PAPER", "TINY", "TrainStep", "build",
+__all__ = ["BUILDERS", "DTYPES", "FLAVORS", "OPTIMIZERS", "PAPER", "TINY", "TrainStep", "build",
            "builder_of", "paper", "tiny"]

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 FLAVORS = ("tf", "keras")
 OPTIMIZERS = ("sgd", "adam")
+DTYPES = ("float32", "float64")
 
 
 @dataclasses.dataclass
@@ -84,6 +85,7 @@ class TrainStep:
 
 
 def check_choice(what: str, value: str, allowed: Sequence[str]) -> None:
+  """Raises ValueError naming ``what`` unless ``value`` is one of ``allowed``."""
   if value not in allowed:
     raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
 
@@ -101,20 +103,27 @@ def build_scope(materialize: bool) -> Iterator[Optional[tf.Graph]]:
       yield graph
 
 
-def glorot(shape: Sequence[int], fan_in: int, fan_out: int, name: str) -> tf.Variable:
-  """A trainable float32 variable with Glorot-uniform values (seeded by its name)."""
+def glorot(shape: Sequence[int], fan_in: int, fan_out: int, name: str,
+           dtype: str = "float32") -> tf.Variable:
+  """A trainable variable with Glorot-uniform values (seeded by its name).
+
+  The values are drawn in float32 and cast, so a float64 model starts from
+  exactly the float32 model's weights.
+  """
   limit = float(np.sqrt(6.0 / (fan_in + fan_out)))
   seed = [sum(ord(c) * (i + 1) for i, c in enumerate(name)) % (2**31 - 1), len(shape)]
   init = tf.random.stateless_uniform(list(shape), seed=seed, minval=-limit, maxval=limit)
-  return tf.Variable(init, name=name, trainable=True)
+  return tf.Variable(tf.cast(init, dtype), name=name, trainable=True)
 
 
-def zeros(shape: Sequence[int], name: str, trainable: bool = True) -> tf.Variable:
-  return tf.Variable(tf.zeros(list(shape)), name=name, trainable=trainable)
+def zeros(shape: Sequence[int], name: str, trainable: bool = True,
+          dtype: str = "float32") -> tf.Variable:
+  return tf.Variable(tf.zeros(list(shape), dtype), name=name, trainable=trainable)
 
 
-def ones(shape: Sequence[int], name: str, trainable: bool = True) -> tf.Variable:
-  return tf.Variable(tf.ones(list(shape)), name=name, trainable=trainable)
+def ones(shape: Sequence[int], name: str, trainable: bool = True,
+         dtype: str = "float32") -> tf.Variable:
+  return tf.Variable(tf.ones(list(shape), dtype), name=name, trainable=trainable)
 
 
 def sparse_xent(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
@@ -158,9 +167,12 @@ class PlainAdam:
     self.variables: tuple = ()
 
   def build(self, variables: Sequence[tf.Variable]) -> None:
+    dtype = variables[0].dtype if variables else tf.float32
     with tf.name_scope("adam"):
-      self.beta1_power = tf.Variable(self.beta1, name="beta1_power", trainable=False)
-      self.beta2_power = tf.Variable(self.beta2, name="beta2_power", trainable=False)
+      self.beta1_power = tf.Variable(tf.constant(self.beta1, dtype), name="beta1_power",
+                                     trainable=False)
+      self.beta2_power = tf.Variable(tf.constant(self.beta2, dtype), name="beta2_power",
+                                     trainable=False)
       for v in variables:
         base = v.name.split(":")[0].replace("/", "_")
         self.slots[id(v)] = (tf.Variable(tf.zeros(v.shape, v.dtype), name=f"{base}_m",
@@ -177,10 +189,12 @@ class PlainAdam:
         if isinstance(g, tf.IndexedSlices):
           g = tf.convert_to_tensor(g)
         m, s = self.slots[id(v)]
+        dt = v.dtype
         updates.append(tf.raw_ops.ResourceApplyAdam(
             var=v.handle, m=m.handle, v=s.handle, beta1_power=self.beta1_power,
-            beta2_power=self.beta2_power, lr=self.learning_rate, beta1=self.beta1,
-            beta2=self.beta2, epsilon=self.epsilon, grad=g))
+            beta2_power=self.beta2_power, lr=tf.constant(self.learning_rate, dt),
+            beta1=tf.constant(self.beta1, dt), beta2=tf.constant(self.beta2, dt),
+            epsilon=tf.constant(self.epsilon, dt), grad=g))
       with tf.control_dependencies(updates):
         self.beta1_power.assign(self.beta1_power * self.beta1)
         self.beta2_power.assign(self.beta2_power * self.beta2)
@@ -209,8 +223,11 @@ def tf_variables(variables: Sequence[Any]) -> tuple:
 def make_step(name: str, config: dict, signature: Sequence[tf.TensorSpec],
               input_ranges: Sequence[tuple], loss_fn: Callable[..., tf.Tensor],
               variables: Sequence[Any], optimizer: str, flavor: str,
-              graph: Optional[tf.Graph]) -> TrainStep:
-  """Wraps ``loss_fn(*inputs)`` into a training step with the chosen optimizer."""
+              graph: Optional[tf.Graph], dtype: str = "float32") -> TrainStep:
+  """Wraps ``loss_fn(*inputs)`` into a training step with the chosen optimizer.
+
+  A float64 step is named with a ``/float64`` suffix.
+  """
   variables = list(variables)
   if flavor == "keras":
     opt = keras_optimizer(optimizer)
@@ -235,9 +252,16 @@ def make_step(name: str, config: dict, signature: Sequence[tf.TensorSpec],
     return loss
 
   fn = tf.function(step, input_signature=list(signature), autograph=False)
-  return TrainStep(name=f"{name}/{flavor}/{optimizer}", fn=fn, input_signature=tuple(signature),
+  suffix = "" if dtype == "float32" else f"/{dtype}"
+  return TrainStep(name=f"{name}/{flavor}/{optimizer}{suffix}", fn=fn, input_signature=tuple(signature),
                    variables=tf_variables(variables), optimizer_variables=opt_vars, graph=graph,
                    config=dict(config), input_ranges=tuple(input_ranges))
+
+
+def check_dtype(dtype: str) -> str:
+  """The float dtype name of a zoo model (``"float32"`` or ``"float64"``)."""
+  check_choice("dtype", dtype, DTYPES)
+  return dtype
 
 
 def describe_config(model: str, config: dict) -> str:

@@ -22,44 +22,54 @@ def _layer_norm(x, gamma, beta):
   return (x - mean) * tf.math.rsqrt(var + LN_EPSILON) * gamma + beta
 
 
-def _causal_bias(seq: int) -> np.ndarray:
+def _causal_bias(seq: int, dtype: str) -> np.ndarray:
   """0 where key <= query, -1e9 above the diagonal (added to the attention scores)."""
-  return np.triu(np.full((seq, seq), -1e9, np.float32), k=1)
+  return np.triu(np.full((seq, seq), -1e9, dtype), k=1)
 
 
 class _PlainGPT:
 
-  def __init__(self, layers, d_model, heads, seq, vocab, tied):
+  def __init__(self, layers, d_model, heads, seq, vocab, tied, dtype):
     d = d_model
-    self.heads, self.d, self.seq, self.tied = heads, d, seq, tied
-    self.tok = common.glorot([vocab, d], vocab, d, "tok_embedding")
-    self.pos = common.glorot([seq, d], seq, d, "pos_embedding")
+    self.heads, self.d, self.seq, self.tied, self.dtype = heads, d, seq, tied, dtype
+
+    def glorot(shape, fan_in, fan_out, name):
+      return common.glorot(shape, fan_in, fan_out, name, dtype)
+
+    def ones(shape, name):
+      return common.ones(shape, name, dtype=dtype)
+
+    def zeros(shape, name):
+      return common.zeros(shape, name, dtype=dtype)
+
+    self.tok = glorot([vocab, d], vocab, d, "tok_embedding")
+    self.pos = glorot([seq, d], seq, d, "pos_embedding")
     self.blocks = []
     for l in range(layers):
       n = f"block_{l}"
       self.blocks.append(dict(
-          ln1_g=common.ones([d], f"{n}/ln_1/gamma"), ln1_b=common.zeros([d], f"{n}/ln_1/beta"),
-          qkv=common.glorot([d, 3 * d], d, 3 * d, f"{n}/attn/qkv/kernel"),
-          qkv_b=common.zeros([3 * d], f"{n}/attn/qkv/bias"),
-          proj=common.glorot([d, d], d, d, f"{n}/attn/proj/kernel"),
-          proj_b=common.zeros([d], f"{n}/attn/proj/bias"),
-          ln2_g=common.ones([d], f"{n}/ln_2/gamma"), ln2_b=common.zeros([d], f"{n}/ln_2/beta"),
-          fc1=common.glorot([d, 4 * d], d, 4 * d, f"{n}/mlp/fc1/kernel"),
-          fc1_b=common.zeros([4 * d], f"{n}/mlp/fc1/bias"),
-          fc2=common.glorot([4 * d, d], 4 * d, d, f"{n}/mlp/fc2/kernel"),
-          fc2_b=common.zeros([d], f"{n}/mlp/fc2/bias")))
-    self.lnf_g, self.lnf_b = common.ones([d], "ln_f/gamma"), common.zeros([d], "ln_f/beta")
+          ln1_g=ones([d], f"{n}/ln_1/gamma"), ln1_b=zeros([d], f"{n}/ln_1/beta"),
+          qkv=glorot([d, 3 * d], d, 3 * d, f"{n}/attn/qkv/kernel"),
+          qkv_b=zeros([3 * d], f"{n}/attn/qkv/bias"),
+          proj=glorot([d, d], d, d, f"{n}/attn/proj/kernel"),
+          proj_b=zeros([d], f"{n}/attn/proj/bias"),
+          ln2_g=ones([d], f"{n}/ln_2/gamma"), ln2_b=zeros([d], f"{n}/ln_2/beta"),
+          fc1=glorot([d, 4 * d], d, 4 * d, f"{n}/mlp/fc1/kernel"),
+          fc1_b=zeros([4 * d], f"{n}/mlp/fc1/bias"),
+          fc2=glorot([4 * d, d], 4 * d, d, f"{n}/mlp/fc2/kernel"),
+          fc2_b=zeros([d], f"{n}/mlp/fc2/bias")))
+    self.lnf_g, self.lnf_b = ones([d], "ln_f/gamma"), zeros([d], "ln_f/beta")
     self.variables = [self.tok, self.pos] + [v for b in self.blocks for v in b.values()]
     self.variables += [self.lnf_g, self.lnf_b]
     if not tied:
-      self.out = common.glorot([d, vocab], d, vocab, "lm_head/kernel")
+      self.out = glorot([d, vocab], d, vocab, "lm_head/kernel")
       self.variables.append(self.out)
 
   def __call__(self, ids):
     b_, s_, d, h = ids.shape[0], self.seq, self.d, self.heads
     dh = d // h
     x = tf.gather(self.tok, ids) + self.pos
-    bias = tf.constant(_causal_bias(s_))
+    bias = tf.constant(_causal_bias(s_, self.dtype))
     for l, p in enumerate(self.blocks):
       with tf.name_scope(f"block_{l}"):
         with tf.name_scope("attn"):
@@ -82,26 +92,28 @@ class _PlainGPT:
       return tf.matmul(x, self.out)
 
 
-def _keras_gpt(layers, d_model, heads, seq, vocab, tied, batch):
+def _keras_gpt(layers, d_model, heads, seq, vocab, tied, batch, dtype):
   import keras
   from keras import layers as kl
 
   class Decoder(keras.Model):
 
     def __init__(self):
-      super().__init__(name="gpt")
-      self.tok = kl.Embedding(vocab, d_model, name="tok_embedding")
-      self.pos = kl.Embedding(seq, d_model, name="pos_embedding")
+      super().__init__(name="gpt", dtype=dtype)
+      self.tok = kl.Embedding(vocab, d_model, name="tok_embedding", dtype=dtype)
+      self.pos = kl.Embedding(seq, d_model, name="pos_embedding", dtype=dtype)
       self.blocks = []
       for l in range(layers):
         self.blocks.append(dict(
-            ln1=kl.LayerNormalization(epsilon=LN_EPSILON, name=f"block_{l}_ln_1"),
-            attn=kl.MultiHeadAttention(heads, d_model // heads, name=f"block_{l}_attn"),
-            ln2=kl.LayerNormalization(epsilon=LN_EPSILON, name=f"block_{l}_ln_2"),
-            fc1=kl.Dense(4 * d_model, activation="gelu", name=f"block_{l}_fc1"),
-            fc2=kl.Dense(d_model, name=f"block_{l}_fc2")))
-      self.ln_f = kl.LayerNormalization(epsilon=LN_EPSILON, name="ln_f")
-      self.head = None if tied else kl.Dense(vocab, use_bias=False, name="lm_head")
+            ln1=kl.LayerNormalization(epsilon=LN_EPSILON, name=f"block_{l}_ln_1", dtype=dtype),
+            attn=kl.MultiHeadAttention(heads, d_model // heads, name=f"block_{l}_attn",
+                                       dtype=dtype),
+            ln2=kl.LayerNormalization(epsilon=LN_EPSILON, name=f"block_{l}_ln_2", dtype=dtype),
+            fc1=kl.Dense(4 * d_model, activation="gelu", name=f"block_{l}_fc1", dtype=dtype),
+            fc2=kl.Dense(d_model, name=f"block_{l}_fc2", dtype=dtype)))
+      self.ln_f = kl.LayerNormalization(epsilon=LN_EPSILON, name="ln_f", dtype=dtype)
+      self.head = (None if tied else
+                   kl.Dense(vocab, use_bias=False, name="lm_head", dtype=dtype))
 
     def call(self, ids, training=False):
       x = self.tok(ids) + self.pos(keras.ops.arange(seq))
@@ -121,7 +133,7 @@ def _keras_gpt(layers, d_model, heads, seq, vocab, tied, batch):
 
 def build(layers: int = 2, d_model: int = 8, heads: int = 2, seq: int = 4, vocab: int = 16,
           batch: int = 2, tied: bool = True, *, flavor: str = "tf", optimizer: str = "sgd",
-          materialize: bool = True) -> common.TrainStep:
+          materialize: bool = True, dtype: str = "float32") -> common.TrainStep:
   """The GPT training step.
 
   Args:
@@ -135,8 +147,10 @@ def build(layers: int = 2, d_model: int = 8, heads: int = 2, seq: int = 4, vocab
     flavor: ``"tf"`` or ``"keras"`` (Embedding, MultiHeadAttention, LayerNormalization, Dense).
     optimizer: ``"sgd"`` or ``"adam"``.
     materialize: False builds in a never-run graph (no weight memory).
+    dtype: ``"float32"`` or ``"float64"`` (weights, activations, optimizer state).
   """
   common.check_choice("flavor", flavor, common.FLAVORS)
+  dtype = common.check_dtype(dtype)
   if d_model % heads:
     raise ValueError(f"d_model {d_model} is not a multiple of heads {heads}")
   config = dict(layers=layers, d_model=d_model, heads=heads, seq=seq, vocab=vocab, batch=batch,
@@ -145,13 +159,13 @@ def build(layers: int = 2, d_model: int = 8, heads: int = 2, seq: int = 4, vocab
                tf.TensorSpec([batch, seq], tf.int32, name="targets"))
   with common.build_scope(materialize) as graph:
     if flavor == "tf":
-      net = _PlainGPT(layers, d_model, heads, seq, vocab, tied)
+      net = _PlainGPT(layers, d_model, heads, seq, vocab, tied, dtype)
       variables = net.variables
 
       def loss_fn(ids, targets):
         return common.sparse_xent(tf.reshape(targets, [-1]), net(ids))
     else:
-      model = _keras_gpt(layers, d_model, heads, seq, vocab, tied, batch)
+      model = _keras_gpt(layers, d_model, heads, seq, vocab, tied, batch, dtype)
       variables = list(model.trainable_variables)
 
       def loss_fn(ids, targets):
@@ -159,4 +173,4 @@ def build(layers: int = 2, d_model: int = 8, heads: int = 2, seq: int = 4, vocab
 
     return common.make_step(common.describe_config("gpt", config), config, signature,
                             [(0, vocab), (0, vocab)], loss_fn, variables, optimizer, flavor,
-                            graph)
+                            graph, dtype)

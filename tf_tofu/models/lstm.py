@@ -19,7 +19,7 @@ from tf_tofu.models import common
 
 def build(layers: int = 2, hidden: int = 8, steps: int = 20, batch: int = 4, vocab: int = 16,
           *, flavor: str = "tf", optimizer: str = "sgd",
-          materialize: bool = True) -> common.TrainStep:
+          materialize: bool = True, dtype: str = "float32") -> common.TrainStep:
   """The LSTM language-model training step.
 
   Args:
@@ -32,29 +32,32 @@ def build(layers: int = 2, hidden: int = 8, steps: int = 20, batch: int = 4, voc
       (``keras.layers.LSTM(unroll=True)``).
     optimizer: ``"sgd"`` or ``"adam"``.
     materialize: False builds in a never-run graph (no weight memory).
+    dtype: ``"float32"`` or ``"float64"`` (weights, activations, optimizer state).
   """
   common.check_choice("flavor", flavor, common.FLAVORS)
+  dtype = common.check_dtype(dtype)
   config = dict(layers=layers, hidden=hidden, steps=steps, batch=batch, vocab=vocab)
   signature = (tf.TensorSpec([batch, steps], tf.int32, name="ids"),
                tf.TensorSpec([batch, steps], tf.int32, name="targets"))
   h_ = hidden
   with common.build_scope(materialize) as graph:
     if flavor == "tf":
-      emb = common.glorot([vocab, h_], vocab, h_, "embedding")
+      emb = common.glorot([vocab, h_], vocab, h_, "embedding", dtype)
       cells = []
       for l in range(layers):
-        cells.append((common.glorot([2 * h_, 4 * h_], 2 * h_, 4 * h_, f"lstm_{l}/kernel"),
-                      common.zeros([4 * h_], f"lstm_{l}/bias")))
-      w_out = common.glorot([h_, vocab], h_, vocab, "softmax/kernel")
-      b_out = common.zeros([vocab], "softmax/bias")
+        cells.append((common.glorot([2 * h_, 4 * h_], 2 * h_, 4 * h_, f"lstm_{l}/kernel",
+                                    dtype),
+                      common.zeros([4 * h_], f"lstm_{l}/bias", dtype=dtype)))
+      w_out = common.glorot([h_, vocab], h_, vocab, "softmax/kernel", dtype)
+      b_out = common.zeros([vocab], "softmax/bias", dtype=dtype)
       variables = [emb] + [v for c in cells for v in c] + [w_out, b_out]
 
       def loss_fn(ids, targets):
         xs = tf.unstack(tf.gather(emb, ids), axis=1)
         for l, (w, b) in enumerate(cells):
           with tf.name_scope(f"lstm_{l}"):
-            h = tf.zeros([batch, h_])
-            c = tf.zeros([batch, h_])
+            h = tf.zeros([batch, h_], dtype)
+            c = tf.zeros([batch, h_], dtype)
             outs = []
             for t, x in enumerate(xs):
               with tf.name_scope(f"t{t}"):
@@ -71,9 +74,10 @@ def build(layers: int = 2, hidden: int = 8, steps: int = 20, batch: int = 4, voc
     else:
       import keras
       model = keras.Sequential(
-          [keras.layers.Embedding(vocab, h_)]
-          + [keras.layers.LSTM(h_, return_sequences=True, unroll=True) for _ in range(layers)]
-          + [keras.layers.Dense(vocab)], name="lstm_lm")
+          [keras.layers.Embedding(vocab, h_, dtype=dtype)]
+          + [keras.layers.LSTM(h_, return_sequences=True, unroll=True, dtype=dtype)
+             for _ in range(layers)]
+          + [keras.layers.Dense(vocab, dtype=dtype)], name="lstm_lm")
       model.build((batch, steps))
       variables = list(model.trainable_variables)
 
@@ -82,4 +86,4 @@ def build(layers: int = 2, hidden: int = 8, steps: int = 20, batch: int = 4, voc
 
     return common.make_step(common.describe_config("lstm", config), config, signature,
                             [(0, vocab), (0, vocab)], loss_fn, variables, optimizer, flavor,
-                            graph)
+                            graph, dtype)

@@ -15,7 +15,7 @@ from tf_tofu.models import common
 
 def build(depth: int = 2, width: int = 8, batch: int = 4, in_dim: Optional[int] = None,
           classes: int = 10, *, flavor: str = "tf", optimizer: str = "sgd",
-          materialize: bool = True) -> common.TrainStep:
+          materialize: bool = True, dtype: str = "float32") -> common.TrainStep:
   """The MLP training step.
 
   Args:
@@ -27,19 +27,22 @@ def build(depth: int = 2, width: int = 8, batch: int = 4, in_dim: Optional[int] 
     flavor: ``"tf"`` (tf.Variable + tf ops) or ``"keras"`` (keras.layers.Dense).
     optimizer: ``"sgd"`` or ``"adam"``.
     materialize: False builds in a never-run graph (no weight memory).
+    dtype: ``"float32"`` or ``"float64"`` (weights, activations, optimizer state).
   """
   common.check_choice("flavor", flavor, common.FLAVORS)
+  dtype = common.check_dtype(dtype)
   in_dim = in_dim or width
   config = dict(depth=depth, width=width, batch=batch, in_dim=in_dim, classes=classes)
-  signature = (tf.TensorSpec([batch, in_dim], tf.float32, name="x"),
+  signature = (tf.TensorSpec([batch, in_dim], dtype, name="x"),
                tf.TensorSpec([batch], tf.int32, name="y"))
   with common.build_scope(materialize) as graph:
     if flavor == "tf":
       layers = []
       sizes = [in_dim] + [width] * depth + [classes]
       for l in range(depth + 1):
-        w = common.glorot([sizes[l], sizes[l + 1]], sizes[l], sizes[l + 1], f"dense_{l}/kernel")
-        b = common.zeros([sizes[l + 1]], f"dense_{l}/bias")
+        w = common.glorot([sizes[l], sizes[l + 1]], sizes[l], sizes[l + 1], f"dense_{l}/kernel",
+                          dtype)
+        b = common.zeros([sizes[l + 1]], f"dense_{l}/bias", dtype=dtype)
         layers.append((w, b))
       variables = [v for pair in layers for v in pair]
 
@@ -54,8 +57,8 @@ def build(depth: int = 2, width: int = 8, batch: int = 4, in_dim: Optional[int] 
     else:
       import keras
       model = keras.Sequential(
-          [keras.layers.Dense(width, activation="relu") for _ in range(depth)]
-          + [keras.layers.Dense(classes)], name="mlp")
+          [keras.layers.Dense(width, activation="relu", dtype=dtype) for _ in range(depth)]
+          + [keras.layers.Dense(classes, dtype=dtype)], name="mlp")
       model.build((batch, in_dim))
       variables = list(model.trainable_variables)
 
@@ -64,4 +67,4 @@ def build(depth: int = 2, width: int = 8, batch: int = 4, in_dim: Optional[int] 
 
     return common.make_step(common.describe_config("mlp", config), config, signature,
                             [(-1.0, 1.0), (0, classes)], loss_fn, variables, optimizer, flavor,
-                            graph)
+                            graph, dtype)
