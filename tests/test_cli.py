@@ -48,10 +48,99 @@ class CliTest(absltest.TestCase):
     self.assertEqual(bad.returncode, 2)
     self.assertIn("unknown subcommand 'frobnicate'", bad.stderr)
 
+  def test_fuzz_prints_its_counts(self):
+    import tempfile
+    out = tofu("fuzz", "--examples=2", "--seed=1", f"--out_dir={tempfile.mkdtemp()}")
+    self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+    self.assertRegex(out.stdout, r"(?m)^2 tried, 0 failed \(\d+ s, seed 1\)$")
+
   def test_validate_subset(self):
     out = tofu("validate", "--only=MatMul", "--coverage_out=")
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])
     self.assertRegex(out.stdout, r"validated 1 op types, \d+ cases, \d+ strategies: 0 mismatches")
+
+
+class OutputSafetyTest(absltest.TestCase):
+  """check_output, in process: inputs are never overwritten, outputs never clobbered."""
+
+  def setUp(self):
+    super().setUp()
+    import tempfile
+    from absl import flags
+    from absl.testing import flagsaver
+    from tf_tofu import cli_inputs
+    self.cli_inputs = cli_inputs
+    if not flags.FLAGS.is_parsed():
+      flags.FLAGS.mark_as_parsed()
+    self.dir = tempfile.mkdtemp(prefix="tofu_out_test_")
+    self.model = os.path.join(self.dir, "models", "step")
+    os.makedirs(self.model)
+    open(os.path.join(self.model, "saved_model.pb"), "wb").close()
+    saver = flagsaver.flagsaver(saved_model=self.model, graph=None, overwrite=False)
+    saver.__enter__()
+    self.addCleanup(saver.__exit__, None, None, None)
+
+  def refused(self, path, pattern, **kw):
+    with self.assertRaisesRegex(self.cli_inputs.UsageError, pattern):
+      self.cli_inputs.check_output(path, "--output", **kw)
+
+  def test_inputs_are_never_targets(self):
+    self.refused(self.model, "would overwrite the input", directory=True)
+    self.refused(os.path.join(self.model, "x.pb"), "would overwrite the input")
+    self.refused(os.path.dirname(self.model), "contains the input", directory=True)
+    self.refused(self.dir, "contains the input", directory=True)
+    cwd = os.getcwd()
+    os.chdir(self.dir)
+    try:
+      self.refused(".", "contains the input", directory=True)
+    finally:
+      os.chdir(cwd)
+    self.assertTrue(os.path.exists(os.path.join(self.model, "saved_model.pb")))
+
+  def test_existing_outputs_need_overwrite_and_must_be_ours(self):
+    from absl.testing import flagsaver
+    theirs = os.path.join(self.dir, "theirs")
+    os.makedirs(theirs)
+    self.refused(theirs, "exists; pass --overwrite", directory=True)
+    with flagsaver.flagsaver(overwrite=True):
+      self.refused(theirs, "tofu did not write", directory=True)
+    ours = os.path.join(self.dir, "ours")
+    self.cli_inputs.write_atomically(ours, lambda tmp: os.makedirs(tmp), directory=True)
+    self.refused(ours, "exists; pass --overwrite", directory=True)
+    with flagsaver.flagsaver(overwrite=True):
+      self.assertEqual(self.cli_inputs.check_output(ours, "--output", directory=True),
+                       os.path.realpath(ours))
+    self.refused(ours, "is a directory; give a path for a file")
+    plan = os.path.join(self.dir, "plan.json")
+    open(plan, "w").close()
+    self.refused(plan, "exists; pass --overwrite")
+    self.refused(plan, "is a file", directory=True)
+    with flagsaver.flagsaver(overwrite=True):
+      self.cli_inputs.check_output(plan, "--output")
+    board = os.path.join(self.dir, "board")
+    os.makedirs(board)
+    self.cli_inputs.check_output(board, "--tensorboard", directory=True, log_dir=True)
+    self.refused(self.model, "would overwrite the input", directory=True, log_dir=True)
+
+  def test_unwritable_parent(self):
+    locked = os.path.join(self.dir, "locked")
+    os.makedirs(locked)
+    os.chmod(locked, 0o500)
+    self.addCleanup(os.chmod, locked, 0o700)
+    if os.access(locked, os.W_OK):
+      self.skipTest("running as a user who can write anywhere (root)")
+    self.refused(os.path.join(locked, "out.pb"), "cannot write in")
+
+  def test_feeds_without_a_shape_keep_the_placeholder_shape(self):
+    self.assertEqual(self.cli_inputs.parse_feeds(["x=8x6", "k=", "y"]),
+                     {"x": (8, 6), "k": (), "y": None})
+    g = tf.Graph()
+    with g.as_default():
+      x = tf.compat.v1.placeholder(tf.float32, (8, 6), name="x")
+      tf.reduce_sum(tf.nn.relu(x), name="loss")
+    from tf_tofu.graph import TofuGraph
+    graph = TofuGraph.from_graph_def(g.as_graph_def(), feeds={"x": None}, fetches=["loss"])
+    self.assertEqual(graph.tensors["x:0"].shape, (8, 6))
 
 
 class CommandsTest(absltest.TestCase):
@@ -105,6 +194,11 @@ class CommandsTest(absltest.TestCase):
     self.assertTrue(side["variables"])
     for n in gd.node:
       self.assertIn("_output_shapes", n.attr, n.name)
+    # A device count that contradicts the plan is an error, not silently ignored.
+    other = tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                 f"--plan_in={plan_path}", "--devices=8", f"--output={self.out('x.pb')}")
+    self.assertEqual(other.returncode, 1)
+    self.assertIn(f"--devices names 8 devices, the plan has {K}", other.stderr)
 
   def test_rewrite_to_a_saved_model_that_trains_on_the_devices(self):
     out = self.out("partitioned")
@@ -150,6 +244,15 @@ class CommandsTest(absltest.TestCase):
     both = tofu("plan", f"--saved_model={self.saved}", f"--graph={junk}")
     self.assertEqual(both.returncode, 2)
     self.assertIn("exactly one of", both.stderr)
+    # The folder holding the input is never the output, whatever the spelling.
+    parent = tofu("rewrite", "--saved_model=tiny_step", "--signature=train", "--output=.",
+                  cwd=self.dir)
+    self.assertEqual(parent.returncode, 2)
+    self.assertIn("contains the input", parent.stderr)
+    self.assertTrue(os.path.exists(os.path.join(self.saved, "saved_model.pb")))
+    negative = tofu("plan", f"--saved_model={self.saved}", "--signature=train", "--devices=-1")
+    self.assertEqual(negative.returncode, 2)
+    self.assertIn("--devices=-1", negative.stderr)
 
   def test_a_graph_def_file_with_feeds(self):
     g = tf.Graph()

@@ -5,13 +5,16 @@
     tofu rewrite --saved_model=DIR --devices=8 --output=OUT_DIR
     tofu validate [--only=MatMul,Conv2D] [--coverage_out=docs/op_coverage.md]
     tofu bench [--only=search,memory] [--sizes=tiny] [--nowrite]
+    tofu fuzz [--examples=2000 --seed=0 --out_dir=tofu_fuzz]
 
 ``demo`` partitions a zoo model across logical devices end to end
 (``tf_tofu.demo``); ``plan`` searches a partition of a GraphDef or SavedModel
 (``tf_tofu.plan_command``); ``rewrite`` writes the partitioned GraphDef or
 SavedModel (``tf_tofu.rewrite_command``); ``validate`` checks every op
 description against its TensorFlow kernel (``tf_tofu.opdefs.validate``);
-``bench`` runs the benchmarks of ``tools/`` (``tf_tofu.bench_command``).
+``bench`` runs the benchmarks of ``tools/`` (``tf_tofu.bench_command``);
+``fuzz`` runs random training steps through the whole pipeline
+(``tf_tofu.fuzz_command``).
 Each takes absl flags; ``tofu SUBCOMMAND --helpfull`` lists them.
 """
 
@@ -24,6 +27,7 @@ from absl import app
 SUBCOMMANDS = {
     "bench": "tf_tofu.bench_command",
     "demo": "tf_tofu.demo",
+    "fuzz": "tf_tofu.fuzz_command",
     "plan": "tf_tofu.plan_command",
     "rewrite": "tf_tofu.rewrite_command",
     "validate": "tf_tofu.opdefs.validate",

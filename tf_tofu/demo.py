@@ -47,19 +47,10 @@ DEMO_SIZES = {
 LOSS_RTOL = 1e-4
 
 
-def _split_cpu(k: int) -> None:
-  import tensorflow as tf
-  cpus = tf.config.list_physical_devices("CPU")
-  try:
-    tf.config.set_logical_device_configuration(cpus[0],
-                                               [tf.config.LogicalDeviceConfiguration()] * k)
-  except RuntimeError:
-    pass  # TensorFlow already started; devices.resolve says if there are too few
-
-
 def main(argv) -> int:
   del argv
-  _split_cpu(FLAGS.k)
+  from tf_tofu import devices
+  devices.split_cpu(FLAGS.k)
   import numpy as np
   import tensorflow as tf
 

@@ -11,10 +11,34 @@ Devices = Union[int, Sequence[str]]
 
 def canonical(name: str) -> str:
   """``"/GPU:0"`` -> ``"/device:GPU:0"``; full names (with job/task) are kept as they are."""
-  spec = tf.DeviceSpec.from_string(name)
+  try:
+    spec = tf.DeviceSpec.from_string(name)
+  except ValueError as e:
+    raise ValueError(f"device {name!r} is not a device name ({e}); write it like '/GPU:0' or "
+                     "'/job:worker/task:1/device:GPU:0'") from None
   if spec.device_type is None or spec.device_index is None:
     raise ValueError(f"device {name!r} must name a type and an index, like '/GPU:0'")
   return spec.to_string()
+
+
+def split_cpu(k: int) -> None:
+  """Splits the host CPU into ``k`` logical devices, if TensorFlow has not started yet
+  (afterwards the split is fixed; :func:`resolve` says when there are too few)."""
+  cpus = tf.config.list_physical_devices("CPU")
+  try:
+    tf.config.set_logical_device_configuration(cpus[0],
+                                               [tf.config.LogicalDeviceConfiguration()] * k)
+  except RuntimeError:
+    pass
+
+
+def _identity(name: str) -> tuple:
+  """What makes two spellings the same device: a name without job, replica and task is
+  local (``/CPU:0`` is ``/job:localhost/replica:0/task:0/device:CPU:0``)."""
+  spec = tf.DeviceSpec.from_string(name)
+  local = spec.job is None and spec.replica is None and spec.task is None
+  job = "localhost" if local else spec.job
+  return (job, spec.replica or 0, spec.task or 0, spec.device_type.upper(), spec.device_index)
 
 
 def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
@@ -44,12 +68,16 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
     return tuple(f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(devices))
   if not devices:
     raise ValueError("devices is an empty list; name at least one device")
+  if not all(isinstance(d, str) for d in devices):
+    raise TypeError(f"devices must be device names (strings), got {list(devices)!r}")
   names = tuple(canonical(d) for d in devices)
-  seen = set()
+  seen = {}
   for raw, name in zip(devices, names):
-    if name in seen:
-      raise ValueError(f"device {raw!r} is listed twice; each device may appear once")
-    seen.add(name)
+    key = _identity(name)
+    if key in seen:
+      raise ValueError(f"device {raw!r} is listed twice (also as {seen[key]!r}); each device "
+                       "may appear once")
+    seen[key] = raw
   if must_exist:
     known = {canonical(d.name) for d in tf.config.list_logical_devices()}
     short = {tf.DeviceSpec.from_string(k).replace(job=None, replica=None, task=None).to_string()

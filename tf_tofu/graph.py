@@ -340,7 +340,9 @@ def trace(fn: Any, *args_or_specs: Any) -> TofuGraph:
                       "closure (capture), not as arguments")
   non_resource_captures = [t for t in graph.internal_captures if t.dtype != tf.resource]
   fetches = [t.name for t in graph.outputs if t is not None]
-  control = [op.name for op in graph.control_outputs]
+  # In graph order: TF collects control outputs in a set of ops (ordered by object id).
+  must_run = {op.name for op in graph.control_outputs}
+  control = [op.name for op in graph.get_operations() if op.name in must_run]
   gd = graph.as_graph_def()
   if non_resource_captures:
     gd = graph_sources.freeze_captured_constants(gd, cf, non_resource_captures)

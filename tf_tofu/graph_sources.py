@@ -78,6 +78,8 @@ def with_feed_shapes(gd: graph_pb2.GraphDef, shapes: Mapping[str, Any]) -> graph
   out.CopyFrom(gd)
   nodes = {n.name: n for n in out.node}
   for t, shape in shapes.items():
+    if shape is None:
+      continue  # the placeholder keeps its own shape
     node = nodes[ingest_tf.node_of(t)]
     if node.op != "Placeholder":
       raise IngestError(f"feed {t!r} is a {node.op}, not a Placeholder; only placeholders "

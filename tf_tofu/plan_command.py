@@ -28,9 +28,24 @@ flags.DEFINE_string("dot", None, "Write the coarsened graph (Graphviz) here; SVG
 
 def devices_flag():
   """``--devices``: an int when it is one number, else the list of names."""
-  if len(FLAGS.devices) == 1 and FLAGS.devices[0].isdigit():
-    return int(FLAGS.devices[0])
+  if len(FLAGS.devices) == 1:
+    try:
+      k = int(FLAGS.devices[0])
+    except ValueError:
+      return list(FLAGS.devices)
+    if k < 1:
+      raise cli_inputs.UsageError(f"--devices={k}: give a device count >= 1 or device names")
+    return k
   return list(FLAGS.devices)
+
+
+def check_outputs() -> dict[str, str]:
+  """``--plan_out`` and ``--dot`` checked before any work: flag -> absolute path."""
+  out = {}
+  for flag in ("plan_out", "dot"):
+    if FLAGS[flag].value:
+      out[flag] = cli_inputs.check_output(FLAGS[flag].value, f"--{flag}")
+  return out
 
 
 def make_plan(graph, describer):
@@ -48,16 +63,15 @@ def make_plan(graph, describer):
   return sgraph, plan_from_search(result, sgraph, FLAGS.planner, names)
 
 
-def write_outputs(sgraph, plan, describer) -> None:
-  """``--plan_out`` and ``--dot``, atomically, never over an input."""
+def write_outputs(paths: dict[str, str], sgraph, plan, describer) -> None:
+  """``--plan_out`` and ``--dot`` (``paths`` from :func:`check_outputs`), atomically."""
   from tf_tofu import pictures
-  if FLAGS.plan_out:
-    path = cli_inputs.check_output(FLAGS.plan_out, "--plan_out")
+  if "plan_out" in paths:
+    path = paths["plan_out"]
     cli_inputs.write_atomically(path, lambda tmp: open(tmp, "w").write(plan.to_json()))
     print(f"wrote {path}")
-  if FLAGS.dot:
-    path = cli_inputs.check_output(FLAGS.dot, "--dot")
-    for written in pictures.write_dot(path, sgraph, plan, describer):
+  if "dot" in paths:
+    for written in pictures.write_dot(paths["dot"], sgraph, plan, describer):
       print(f"wrote {written}")
 
 
@@ -66,11 +80,12 @@ def main(argv) -> int:
     return cli_inputs.fail(cli_inputs.UsageError(f"unexpected arguments {argv[1:]}"))
   from tf_tofu.opdefs.registry import Describer
   try:
+    paths = check_outputs()
     graph = cli_inputs.load_graph()
     describer = Describer()
     sgraph, plan = make_plan(graph, describer)
     print(plan.report())
-    write_outputs(sgraph, plan, describer)
+    write_outputs(paths, sgraph, plan, describer)
   except cli_inputs.ERRORS + (ValueError,) as e:
     return cli_inputs.fail(e)
   return 0

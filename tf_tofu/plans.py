@@ -79,7 +79,6 @@ class Plan:
         "level_bytes": list(self.level_bytes),
         "objective": self.objective,
         "proven_optimal": self.proven_optimal,
-        "search_seconds": round(self.search_seconds, 3),
         "notes": list(self.notes),
         "layouts": {t: [str(s) for s in v] for t, v in sorted(self.layouts.items())},
         "strategies": {o: list(v) for o, v in sorted(self.strategies.items())},
@@ -113,7 +112,7 @@ class Plan:
                  op_groups={k: tuple(v) for k, v in d["op_groups"].items()},
                  objective=float(d["objective"]), proven_optimal=bool(d["proven_optimal"]),
                  notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]),
-                 search_seconds=float(d.get("search_seconds", 0.0)), memory=d.get("memory"))
+                 memory=d.get("memory"))
     except (KeyError, TypeError, ValueError) as e:
       if isinstance(e, PlanError):
         raise

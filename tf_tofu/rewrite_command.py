@@ -64,7 +64,7 @@ def _load_plan(sgraph):
     raise cli_inputs.UsageError(f"--plan_in={FLAGS.plan_in!r}: {e}") from None
   plan = Plan.from_json(text)
   plan.check_matches(sgraph)
-  if FLAGS.devices != ["8"]:
+  if FLAGS["devices"].present:
     from tf_tofu import devices as devices_lib
     names = devices_lib.resolve(plan_command.devices_flag())
     if len(names) != len(plan.devices):
@@ -87,7 +87,13 @@ def main(argv) -> int:
     if not FLAGS.output:
       raise cli_inputs.UsageError("--output is required (a .pb/.pbtxt file or a SavedModel "
                                   "directory)")
-    out = cli_inputs.check_output(FLAGS.output, "--output")
+    graph_out = FLAGS.output.endswith((".pb", ".pbtxt"))
+    out = cli_inputs.check_output(FLAGS.output, "--output", directory=not graph_out)
+    if graph_out:
+      cli_inputs.check_output(FLAGS.output + ".partition.json", "--output's sidecar")
+    if FLAGS.tensorboard:
+      cli_inputs.check_output(FLAGS.tensorboard, "--tensorboard", directory=True, log_dir=True)
+    paths = plan_command.check_outputs()
     graph = cli_inputs.load_graph()
     describer = Describer()
     if FLAGS.plan_in:
@@ -100,7 +106,7 @@ def main(argv) -> int:
     plan.memory = memory.plan_memory(graph, p)
     print(plan.report())
     gd = shapes.with_output_shapes(p.graph_def)
-    if out.endswith((".pb", ".pbtxt")):
+    if graph_out:
       text = out.endswith(".pbtxt")
       cli_inputs.write_atomically(out, lambda tmp: tf.io.write_graph(
           gd, *_split(tmp), as_text=text))
@@ -125,7 +131,7 @@ def main(argv) -> int:
     if FLAGS.tensorboard:
       print(f"wrote {pictures.write_tensorboard(FLAGS.tensorboard, gd)} (TensorBoard: "
             "graph view, colour by device)")
-    plan_command.write_outputs(sgraph, plan, describer)
+    plan_command.write_outputs(paths, sgraph, plan, describer)
   except cli_inputs.ERRORS + (PlanError, ValueError) as e:
     return cli_inputs.fail(e)
   return 0

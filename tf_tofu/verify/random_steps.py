@@ -1,0 +1,532 @@
+"""Random training steps for fuzzing the whole pipeline: a spec, its step, its check.
+
+A :class:`StepSpec` is a small, JSON-serialisable description of a float64
+training step: an input kind (``dense`` ``(B, F)``, ``image`` ``(B, H, W, C)``,
+``tokens`` ``(B, S)`` ids), a chain of blocks drawn from the described ops
+(matmul, batched matmul / einsum, conv, depthwise conv, pooling, element-wise
+ops with broadcasting, reductions, reshape / transpose / concat / slice /
+gather, softmax, layer norm, batch norm, residual adds), a loss (sparse or
+dense softmax cross entropy, squared error), an optimizer (SGD, momentum,
+Adam), and the partition request (k, planner, comm form).  Dims are drawn
+small and often do not divide k or are smaller than k.
+
+:func:`build_step` turns a spec into a ``tf.function`` with its variables and
+inputs; :func:`check` runs trace -> plan -> rewrite -> two partitioned steps
+on logical devices and lists every failed property:
+
+* losses and every variable equal the unpartitioned run (float64, the fixed
+  bound of :mod:`tf_tofu.verify.equivalence`);
+* the bytes counted in the rewritten GraphDef equal the plan's prediction;
+* every node sits on a device of the plan.
+
+:func:`step_specs` is the hypothesis strategy; :func:`shrink` makes a
+failing spec smaller while it keeps failing the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+PLANNERS = ("allrow", "datapar", "equalchop", "megatron", "spartan", "tofu")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+LOSSES = ("sparse_xent", "xent", "mse")
+DENSE_BLOCKS = ("matmul", "bias_relu", "tanh", "sigmoid", "scale", "center", "layer_norm",
+                "concat_self", "slice", "batch_matmul", "transpose_twice", "residual", "softmax")
+IMAGE_BLOCKS = ("conv", "depthwise", "max_pool", "avg_pool", "batch_norm", "relu",
+                "image_residual")
+TOKEN_BLOCKS = ("attention", "layer_norm3", "ffn3")
+INPUTS = ("dense", "image", "tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+  """One layer of a random step: an op family and its small integer parameters."""
+
+  kind: str
+  size: int = 0       # output width / channels / slice length
+  kernel: int = 1     # conv / pool window
+  stride: int = 1
+  padding: str = "SAME"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSpec:
+  """A random training step and the partition asked of it (see the module docstring)."""
+
+  input: str
+  batch: int
+  dims: tuple[int, ...]          # dense: (F,); image: (H, W, C); tokens: (S, D, vocab)
+  blocks: tuple[Block, ...]
+  classes: int
+  loss: str
+  optimizer: str
+  k: int
+  planner: str
+  comm: str
+  seed: int = 0
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "StepSpec":
+    d = json.loads(text)
+    d["dims"] = tuple(d["dims"])
+    d["blocks"] = tuple(Block(**b) for b in d["blocks"])
+    return cls(**d)
+
+
+# ---------------------------------------------------------------------------- building
+
+
+class _Builder:
+  """Variables and the forward function of a spec (float64, seeded)."""
+
+  def __init__(self, spec: StepSpec):
+    import tensorflow as tf
+    self.tf = tf
+    self.spec = spec
+    self.rng = np.random.default_rng(spec.seed)
+    self.variables: list = []
+
+  def var(self, shape, scale: Optional[float] = None, value: Optional[float] = None):
+    tf = self.tf
+    if value is not None:
+      init = np.full(shape, value, np.float64)
+    else:
+      fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else int(shape[0])
+      s = scale if scale is not None else 1.0 / np.sqrt(max(fan_in, 1))
+      init = self.rng.uniform(-s, s, size=shape)
+    v = tf.Variable(init, dtype=tf.float64, name=f"v{len(self.variables)}")
+    self.variables.append(v)
+    return v
+
+  # Each block maps (tensor, its static shape) -> a traced function of the input.
+  def layers(self) -> list[Callable]:
+    return [getattr(self, f"_{b.kind}")(b) for b in self.spec.blocks]
+
+  def _width(self, h):
+    return int(h.shape[-1])
+
+  # dense (B, F)
+  def _matmul(self, b):
+    ws = {}
+
+    def f(h):
+      if "w" not in ws:
+        ws["w"] = self.var([self._width(h), b.size])
+      return self.tf.matmul(h, ws["w"])
+    return f
+
+  def _bias_relu(self, b):
+    ws = {}
+
+    def f(h):
+      if "b" not in ws:
+        ws["b"] = self.var([self._width(h)], scale=0.5)
+      return self.tf.nn.relu(self.tf.nn.bias_add(h, ws["b"]))
+    return f
+
+  def _tanh(self, b):
+    return self.tf.tanh
+
+  def _sigmoid(self, b):
+    return self.tf.sigmoid
+
+  def _relu(self, b):
+    return self.tf.nn.relu
+
+  def _scale(self, b):
+    ws = {}
+
+    def f(h):  # broadcasting multiply by a per-feature weight
+      if "s" not in ws:
+        ws["s"] = self.var([self._width(h)], scale=1.0)
+      return h * ws["s"]
+    return f
+
+  def _center(self, b):
+    return lambda h: h - self.tf.reduce_mean(h, axis=-1, keepdims=True)
+
+  def _norm(self, h, axes, ws):
+    tf = self.tf
+    if "g" not in ws:
+      ws["g"] = self.var([self._width(h)], value=1.0)
+      ws["b"] = self.var([self._width(h)], value=0.0)
+    mean, var = tf.nn.moments(h, axes=axes, keepdims=True)
+    return (h - mean) * tf.math.rsqrt(var + 1e-3) * ws["g"] + ws["b"]
+
+  def _layer_norm(self, b):
+    ws = {}
+    return lambda h: self._norm(h, [-1], ws)
+
+  def _layer_norm3(self, b):
+    return self._layer_norm(b)
+
+  def _batch_norm(self, b):
+    ws = {}
+    return lambda h: self._norm(h, [0, 1, 2], ws)
+
+  def _concat_self(self, b):
+    return lambda h: self.tf.concat([h, self.tf.sin(h)], axis=-1)
+
+  def _slice(self, b):
+    def f(h):
+      w = self._width(h)
+      n = max(1, min(b.size, w))
+      start = (w - n) // 2
+      return h[:, start:start + n]
+    return f
+
+  def _batch_matmul(self, b):
+    ws = {}
+
+    def f(h):  # (B, F) -> (B, F//g, g) x (g, size) -> (B, F//g * size)
+      tf = self.tf
+      w = self._width(h)
+      g = 2 if w % 2 == 0 else 1
+      if "w" not in ws:
+        ws["w"] = self.var([g, b.size])
+      x = tf.reshape(h, [-1, w // g, g])
+      y = tf.einsum("bfg,gs->bfs", x, ws["w"])
+      return tf.reshape(y, [-1, (w // g) * b.size])
+    return f
+
+  def _transpose_twice(self, b):
+    def f(h):
+      tf = self.tf
+      return tf.transpose(tf.transpose(h) * 0.5 + 0.25)
+    return f
+
+  def _softmax(self, b):
+    return lambda h: self.tf.nn.softmax(h, axis=-1)
+
+  def _residual(self, b):
+    ws = {}
+
+    def f(h):
+      if "w" not in ws:
+        ws["w"] = self.var([self._width(h), self._width(h)])
+      return h + self.tf.tanh(self.tf.matmul(h, ws["w"]))
+    return f
+
+  # image (B, H, W, C)
+  def _conv(self, b):
+    ws = {}
+
+    def f(h):
+      if "w" not in ws:
+        ws["w"] = self.var([b.kernel, b.kernel, self._width(h), b.size])
+      return self.tf.nn.conv2d(h, ws["w"], strides=b.stride, padding=b.padding)
+    return f
+
+  def _depthwise(self, b):
+    ws = {}
+
+    def f(h):
+      if "w" not in ws:
+        ws["w"] = self.var([b.kernel, b.kernel, self._width(h), 1])
+      return self.tf.nn.depthwise_conv2d(h, ws["w"], strides=[1, b.stride, b.stride, 1],
+                                         padding=b.padding)
+    return f
+
+  def _max_pool(self, b):
+    return lambda h: self.tf.nn.max_pool2d(h, b.kernel, b.stride, b.padding)
+
+  def _avg_pool(self, b):
+    return lambda h: self.tf.nn.avg_pool2d(h, b.kernel, b.stride, b.padding)
+
+  def _image_residual(self, b):
+    ws = {}
+
+    def f(h):
+      if "w" not in ws:
+        ws["w"] = self.var([1, 1, self._width(h), self._width(h)])
+      return h + self.tf.nn.relu(self.tf.nn.conv2d(h, ws["w"], 1, "SAME"))
+    return f
+
+  # tokens (B, S, D)
+  def _attention(self, b):
+    ws = {}
+
+    def f(h):
+      tf = self.tf
+      d = self._width(h)
+      if "q" not in ws:
+        ws["q"], ws["k"], ws["v"] = (self.var([d, d]) for _ in range(3))
+      q, k, v = (tf.einsum("bsd,de->bse", h, ws[n]) for n in "qkv")
+      att = tf.nn.softmax(tf.einsum("bsd,btd->bst", q, k) / np.sqrt(d), axis=-1)
+      return h + tf.einsum("bst,btd->bsd", att, v)
+    return f
+
+  def _ffn3(self, b):
+    ws = {}
+
+    def f(h):
+      tf = self.tf
+      d = self._width(h)
+      if "w1" not in ws:
+        ws["w1"], ws["w2"] = self.var([d, b.size]), self.var([b.size, d])
+      return h + tf.einsum("bsf,fd->bsd", tf.nn.gelu(tf.einsum("bsd,df->bsf", h, ws["w1"])),
+                           ws["w2"])
+    return f
+
+
+def build_step(spec: StepSpec):
+  """``(step, inputs, variables)``: a float64 ``tf.function`` training step returning the
+  loss, two batches of inputs, and every variable it trains."""
+  import tensorflow as tf
+  from tf_tofu.models import common
+  b = _Builder(spec)
+  rng = np.random.default_rng(spec.seed + 1)
+  bsz = spec.batch
+  if spec.input == "dense":
+    x_spec = tf.TensorSpec([bsz, spec.dims[0]], tf.float64)
+  elif spec.input == "image":
+    x_spec = tf.TensorSpec([bsz, *spec.dims], tf.float64)
+  else:
+    x_spec = tf.TensorSpec([bsz, spec.dims[0]], tf.int32)
+  y_spec = (tf.TensorSpec([bsz], tf.int32) if spec.loss == "sparse_xent"
+            else tf.TensorSpec([bsz, spec.classes], tf.float64))
+  layers = b.layers()
+  emb = b.var([spec.dims[2], spec.dims[1]], scale=1.0) if spec.input == "tokens" else None
+  head: dict = {}
+
+  def forward(x):
+    h = tf.gather(emb, x) if emb is not None else x
+    for layer in layers:
+      h = layer(h)
+    if spec.input != "dense":  # pool the spatial / sequence dims away
+      h = tf.reduce_mean(h, axis=list(range(1, len(h.shape) - 1)))
+    if "w" not in head:
+      head["w"] = b.var([int(h.shape[-1]), spec.classes])
+    return tf.matmul(h, head["w"])
+
+  def loss_fn(x, y):
+    logits = forward(x)
+    if spec.loss == "sparse_xent":
+      return common.sparse_xent(y, logits)
+    if spec.loss == "xent":
+      return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    return tf.reduce_mean(tf.square(logits - y))
+
+  # Build the variables once (the optimizer's slots need them all), in a throwaway trace.
+  tf.function(loss_fn, autograph=False).get_concrete_function(x_spec, y_spec)
+  variables = list(b.variables)
+  opt = _optimizer(spec.optimizer, variables)
+
+  def step(x, y):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(x, y)
+    opt.apply(tape.gradient(loss, variables), variables)
+    return loss
+
+  fn = tf.function(step, input_signature=[x_spec, y_spec], autograph=False)
+  inputs = []
+  for _ in range(2):
+    if spec.input == "tokens":
+      x = rng.integers(0, spec.dims[2], size=x_spec.shape.as_list()).astype(np.int32)
+    else:
+      x = rng.uniform(-1, 1, size=x_spec.shape.as_list())
+    if spec.loss == "sparse_xent":
+      y = rng.integers(0, spec.classes, size=[bsz]).astype(np.int32)
+    elif spec.loss == "xent":
+      y = rng.dirichlet(np.ones(spec.classes), size=bsz)
+    else:
+      y = rng.normal(size=[bsz, spec.classes])
+    inputs.append((x, y))
+  return fn, inputs, variables + list(opt.variables)
+
+
+class _Momentum:
+  """Heavy-ball momentum through the fused ``ResourceApplyMomentum`` kernel."""
+
+  def __init__(self, variables, lr: float = 0.05, momentum: float = 0.9):
+    import tensorflow as tf
+    self.lr, self.momentum = lr, momentum
+    self.accum = {id(v): tf.Variable(tf.zeros(v.shape, v.dtype), name="accum")
+                  for v in variables}
+    self.variables = tuple(self.accum.values())
+
+  def apply(self, grads, variables):
+    import tensorflow as tf
+    for g, v in zip(grads, variables):
+      tf.raw_ops.ResourceApplyMomentum(
+          var=v.handle, accum=self.accum[id(v)].handle, lr=tf.constant(self.lr, v.dtype),
+          grad=tf.convert_to_tensor(g), momentum=tf.constant(self.momentum, v.dtype))
+
+
+def _optimizer(name: str, variables):
+  from tf_tofu.models import common
+  if name == "momentum":
+    return _Momentum(variables)
+  opt = common.PlainSGD(0.05) if name == "sgd" else common.PlainAdam(0.01)
+  opt.build(variables)
+  return opt
+
+
+# ---------------------------------------------------------------------------- checking
+
+
+def check(spec: StepSpec) -> list[str]:
+  """Runs the pipeline on ``spec``; returns the failed properties (empty: all held).
+
+  Needs at least ``spec.k`` logical devices.  An exception anywhere in the
+  pipeline is a failure, reported with its type and message.
+  """
+  import tf_tofu
+  from tf_tofu.verify import equivalence
+  try:
+    fn, inputs, _ = build_step(spec)
+    ref = equivalence.Reference(fn, inputs)
+    f = tf_tofu.function(fn, devices=spec.k, planner=spec.planner, comm=spec.comm)
+    xs = inputs[0]
+    plan = f.plan(*xs, estimate_memory=False)
+    p = f.partitioned(*xs)
+    failures = []
+    counted = tf_tofu.count_transfer_bytes(p.graph_def)
+    if counted != plan.total_bytes:
+      failures.append(f"bytes: counted {counted} != predicted {plan.total_bytes}")
+    devices = set(p.devices)
+    off = [n.name for n in p.graph_def.node if n.device not in devices]
+    if off:
+      failures.append(f"placement: {len(off)} nodes off the plan's devices, e.g. {off[0]!r}")
+    failures += [f"numerics: {m}" for m in ref.compare(f)]
+    return failures
+  except Exception as e:  # every pipeline error is a finding
+    return [f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"]
+
+
+def failure_kind(failures: list[str]) -> str:
+  """The class of a failure list (what :func:`shrink` preserves): its first word and,
+  for errors, the exception type."""
+  if not failures:
+    return ""
+  first = failures[0]
+  return ":".join(first.split(":")[:2]) if first.startswith("error") else first.split(":")[0]
+
+
+def _smaller(spec: StepSpec):
+  """Candidate simplifications of a spec, simplest first."""
+  rep = dataclasses.replace
+  for i in range(len(spec.blocks)):
+    yield rep(spec, blocks=spec.blocks[:i] + spec.blocks[i + 1:])
+  if spec.k > 2:
+    yield rep(spec, k=2)
+  if spec.planner != "tofu":
+    yield rep(spec, planner="tofu")
+  if spec.comm != "plain":
+    yield rep(spec, comm="plain")
+  if spec.optimizer != "sgd":
+    yield rep(spec, optimizer="sgd")
+  if spec.loss != "sparse_xent":
+    yield rep(spec, loss="sparse_xent")
+  if spec.batch > 1:
+    yield rep(spec, batch=max(1, spec.batch // 2))
+  if spec.classes > 2:
+    yield rep(spec, classes=2)
+  for i, d in enumerate(spec.dims):
+    if d > 1 and not (spec.input == "tokens" and i == 2 and d <= 2):
+      yield rep(spec, dims=spec.dims[:i] + (max(1, d // 2),) + spec.dims[i + 1:])
+  for i, b in enumerate(spec.blocks):
+    for smaller in (rep(b, size=max(1, b.size // 2)), rep(b, kernel=1), rep(b, stride=1),
+                    rep(b, padding="SAME")):
+      if smaller != b:
+        yield rep(spec, blocks=spec.blocks[:i] + (smaller,) + spec.blocks[i + 1:])
+
+
+def shrink(spec: StepSpec, run: Callable[[StepSpec], list[str]] = check,
+           budget: int = 60) -> StepSpec:
+  """Greedily simplifies a failing spec while it fails with the same :func:`failure_kind`
+  (at most ``budget`` further runs)."""
+  kind = failure_kind(run(spec))
+  if not kind:
+    return spec
+  changed = True
+  while changed and budget > 0:
+    changed = False
+    for cand in _smaller(spec):
+      budget -= 1
+      if _valid(cand) and failure_kind(run(cand)) == kind:
+        spec, changed = cand, True
+        break
+      if budget <= 0:
+        break
+  return spec
+
+
+def _valid(spec: StepSpec) -> bool:
+  """Whether every block's window fits the spatial size it meets (VALID padding)."""
+  if spec.input != "image":
+    return True
+  h, w = spec.dims[0], spec.dims[1]
+  for b in spec.blocks:
+    if b.kind in ("conv", "depthwise", "max_pool", "avg_pool"):
+      if b.padding == "VALID":
+        if b.kernel > min(h, w):
+          return False
+        h, w = (h - b.kernel) // b.stride + 1, (w - b.kernel) // b.stride + 1
+      else:
+        h, w = -(-h // b.stride), -(-w // b.stride)
+  return True
+
+
+# ---------------------------------------------------------------------------- hypothesis
+
+
+def step_specs(max_k: int = 8):
+  """The hypothesis strategy of :class:`StepSpec` (k in 2..``max_k``)."""
+  from hypothesis import strategies as st
+
+  def blocks_for(kind):
+    names = {"dense": DENSE_BLOCKS, "image": IMAGE_BLOCKS, "tokens": TOKEN_BLOCKS}[kind]
+    return st.lists(st.builds(Block, kind=st.sampled_from(names), size=st.integers(1, 9),
+                              kernel=st.integers(1, 3), stride=st.integers(1, 2),
+                              padding=st.sampled_from(["SAME", "VALID"])),
+                    min_size=1, max_size=4).map(tuple)
+
+  @st.composite
+  def spec(draw):
+    kind = draw(st.sampled_from(INPUTS))
+    if kind == "dense":
+      dims = (draw(st.integers(1, 12)),)
+    elif kind == "image":
+      dims = (draw(st.integers(3, 9)), draw(st.integers(3, 9)), draw(st.integers(1, 6)))
+    else:
+      dims = (draw(st.integers(1, 7)), draw(st.integers(1, 9)), draw(st.integers(2, 11)))
+    s = StepSpec(input=kind, batch=draw(st.integers(1, 9)), dims=dims,
+                 blocks=draw(blocks_for(kind)), classes=draw(st.integers(2, 7)),
+                 loss=draw(st.sampled_from(LOSSES)), optimizer=draw(st.sampled_from(OPTIMIZERS)),
+                 k=draw(st.integers(2, max_k)), planner=draw(st.sampled_from(PLANNERS)),
+                 comm=draw(st.sampled_from(["plain", "collective"])),
+                 seed=draw(st.integers(0, 2**16)))
+    return s
+
+  return spec().filter(_valid)
+
+
+def reproduction_script(spec: StepSpec, failures: list[str]) -> str:
+  """A standalone Python script that rebuilds ``spec`` and prints what fails."""
+  lines = "\n".join(f"#   {f}" for f in failures)
+  return f'''"""A tf_tofu fuzz failure, reproduced standalone.
+
+Failed properties when found:
+{lines}
+"""
+import tensorflow as tf
+
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 8)
+tf.config.set_soft_device_placement(False)
+
+from tf_tofu.verify import random_steps
+
+SPEC = random_steps.StepSpec.from_json({spec.to_json()!r})
+failures = random_steps.check(SPEC)
+print("\\n".join(failures) or "no failure: fixed")
+raise SystemExit(1 if failures else 0)
+'''
