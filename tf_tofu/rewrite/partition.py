@@ -74,6 +74,7 @@ from tf_tofu.ops import comm
 from tf_tofu.plans import Plan, PlanError
 from tf_tofu.rewrite.assemble import Shard
 from tf_tofu.rewrite.convert import PLAIN, Converter
+from tf_tofu.rewrite import padding
 from tf_tofu.search.problem import SCATTER_OPS, SearchGraph, SOp, update_slots
 
 FEED_OPS = frozenset({"Placeholder"})
@@ -375,7 +376,11 @@ class _Partitioner:
 
   def _copy(self, ctx, node: str, inputs: list[str], dev: str) -> str:
     """One device's copy of an op.  A ``ConcatV2`` drops its empty blocks (Grappler's
-    constant folding mis-wires a concat with empty inputs and control inputs)."""
+    constant folding mis-wires a concat with empty inputs and control inputs); a
+    depthwise convolution pads with ``Pad`` instead of EXPLICIT padding
+    (:mod:`tf_tofu.rewrite.padding`)."""
+    if padding.needs_rewrite(ctx.op_type, ctx.attrs):
+      return padding.emit(self.b, ctx, node, inputs, dev)
     if ctx.op_type == "ConcatV2":
       keep = [i for i, info in enumerate(ctx.inputs[:-1])
               if int(np.prod(info.shape, dtype=np.int64)) > 0] or [0]
