@@ -198,7 +198,7 @@ class CommandsTest(absltest.TestCase):
     other = tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
                  f"--plan_in={plan_path}", "--devices=8", f"--output={self.out('x.pb')}")
     self.assertEqual(other.returncode, 1)
-    self.assertIn(f"--devices names 8 devices, the plan has {K}", other.stderr)
+    self.assertIn(f"8 devices given, the plan has {K}", other.stderr)
 
   def test_rewrite_to_a_saved_model_that_trains_on_the_devices(self):
     out = self.out("partitioned")

@@ -80,3 +80,70 @@ def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planne
   result = baselines.plan_with(planner, sgraph, len(names), describer,
                                search_options(sgraph, constraints, **options))
   return plan_from_search(result, sgraph, planner, names)
+
+
+def load_plan(text: str, graph, describer: Optional[Describer] = None,
+              devices: Optional[devices_lib.Devices] = None) -> Plan:
+  """A Plan read from JSON (maybe edited by hand), checked against ``graph`` and re-priced.
+
+  Args:
+    text: the Plan JSON.
+    graph: the search view (``search.problem.SearchGraph``) of the graph it is for.
+    describer: a Describer to share its cache.
+    devices: devices to run the plan on instead of the file's (as many as it has).
+
+  Raises:
+    PlanError: unreadable JSON, another graph, a tensor without a layout, an op
+      without a strategy, a strategy the op does not have, or a device count
+      that differs from the plan's.
+
+  The bytes, per-level bytes, per-op bytes and conversions are computed again
+  from the layouts and strategies (``search.evaluate``), so an edited plan
+  reports what it moves; a note says when the file's figure differed.
+  """
+  import dataclasses
+  from tf_tofu.plans import PlanError
+  from tf_tofu.search import evaluate
+  plan = Plan.from_json(text)
+  plan.check_matches(graph)
+  describer = describer or Describer()
+  from tf_tofu.opdefs.strategy import Cut
+  wanted = problem.laid_out_tensors(graph)
+  for t in sorted(wanted - set(plan.layouts)):
+    raise PlanError(f"the plan has no layout for tensor {t!r}; give it one state per level "
+                    "('cut(d)' or 'rep')")
+  for t in sorted(set(plan.layouts) - wanted):
+    raise PlanError(f"the plan lays out {t!r}, which is not a tensor of this graph that takes "
+                    "a layout; remove it")
+  for t, states in sorted(plan.layouts.items()):
+    rank = len(graph.tensors[t].shape)
+    for st in states:
+      if isinstance(st, Cut) and st.dim >= rank:
+        raise PlanError(f"the plan cuts tensor {t!r} (rank {rank}) on dim {st.dim}; use a dim "
+                        f"below {rank} or 'rep'")
+  for op in graph.ops:
+    if op.kind == "compute" and op.name not in plan.strategies:
+      raise PlanError(f"the plan has no strategy for op {op.name!r} ({op.op_type}); plan "
+                      "the graph again or add one (an index variable of its description, or "
+                      "'replicate') per level")
+  try:
+    ev = evaluate.evaluate(graph, plan.factors, plan.layouts, plan.strategies, describer)
+  except ValueError as e:
+    raise PlanError(f"the plan cannot be applied: {e}") from None
+  notes = plan.notes
+  if ev.total_bytes != plan.total_bytes:
+    notes = notes + (f"re-priced on loading: the file said {plan.total_bytes} B per step, the "
+                     f"layouts and strategies move {ev.total_bytes} B",)
+  names = plan.devices
+  if devices is not None:
+    names = devices_lib.resolve(devices)
+    if len(names) != len(plan.devices):
+      raise PlanError(f"{len(names)} devices given, the plan has {len(plan.devices)}; plan "
+                      "again for that many devices")
+  conversions = tuple({"tensor": c.tensor, "what": c.what, "bytes": c.bytes,
+                       "level_bytes": list(c.level_bytes)}
+                      for c in sorted(ev.conversions, key=lambda c: (-c.bytes, c.tensor)))
+  return dataclasses.replace(plan, devices=tuple(names), total_bytes=int(ev.total_bytes),
+                             level_bytes=tuple(int(b) for b in ev.level_bytes),
+                             op_bytes=dict(ev.op_bytes), conversions=conversions, notes=notes,
+                             proven_optimal=plan.proven_optimal and ev.total_bytes == plan.total_bytes)

@@ -170,6 +170,8 @@ class TofuGraph:
     """
     t0 = time.perf_counter()
     gd = graph_sources.parse_graph_def(graph_def)
+    ingest_tf.check_control_flow(gd)  # first: a TF1 loop is a cycle, better named as a loop
+    ingest_tf.check_well_formed(gd)
     feed_shapes = dict(feeds) if isinstance(feeds, Mapping) else {}
     feed_names = tuple(ingest_tf.tensor_name(f) for f in feeds)
     fetch_names = tuple(ingest_tf.tensor_name(f) for f in fetches)
@@ -334,6 +336,15 @@ def trace(fn: Any, *args_or_specs: Any) -> TofuGraph:
   captured = {t.op.name for t in graph.internal_captures}
   feeds = [t.name for t in graph.inputs
            if t.op.name not in captured and t.dtype != tf.resource]
+  own_signature = getattr(fn, "input_signature", None)
+  for t in graph.inputs:
+    if (t.op.name not in captured and t.dtype != tf.resource and own_signature is not None
+        and not t.shape.is_fully_defined()):
+      raise IngestError(
+          f"argument {t.op.name!r} has shape {str(tuple(t.shape.as_list())).replace('None', '?')} "
+          "because the tf.function's own input_signature leaves a dim unknown; tf_tofu traces "
+          "with that signature whatever inputs are given: pass the Python function wrapped in "
+          "a tf.function without input_signature, or give the signature every dim")
   resource_args = [t for t in graph.inputs if t.op.name not in captured and t.dtype == tf.resource]
   if resource_args:
     raise IngestError(f"argument {resource_args[0].name!r} is a resource; pass variables by "

@@ -97,6 +97,39 @@ def dtype_name(dt: tf.DType) -> str:
 # ----------------------------------------------------------------------------- checks
 
 
+def check_well_formed(graph_def: graph_pb2.GraphDef) -> None:
+  """Raises :class:`IngestError` for an empty graph, an op type this TensorFlow does not
+  register, an input naming no node, or a cycle (naming the nodes on it)."""
+  import networkx as nx
+  from tensorflow.python.framework import op_def_registry
+  if not graph_def.node:
+    raise IngestError("the GraphDef has no nodes: nothing to partition (was the right file "
+                      "or signature given?)")
+  functions = {f.signature.name for f in graph_def.library.function}
+  names = {n.name for n in graph_def.node}
+  g = nx.DiGraph()
+  for n in graph_def.node:
+    if n.op not in functions and op_def_registry.get(n.op) is None:
+      raise IngestError(f"op {n.name!r} has type {n.op!r}, which this TensorFlow does not "
+                        "register; load the library that defines it (tf.load_op_library) "
+                        "before ingesting, or export the graph without it")
+    g.add_node(n.name)
+    for i in n.input:
+      src = node_of(i.lstrip("^"))
+      if src not in names:
+        raise IngestError(f"op {n.name!r} ({n.op}) reads {i!r}, which names no node of the "
+                          "graph; the GraphDef is incomplete")
+      g.add_edge(src, n.name)
+  try:
+    cycle = nx.find_cycle(g)
+  except nx.NetworkXNoCycle:
+    return
+  ring = [a for a, _ in cycle]
+  raise IngestError(f"the graph has a cycle through {len(ring)} nodes: "
+                    f"{' -> '.join(ring[:8])}{' -> ...' if len(ring) > 8 else ''} -> {ring[0]}; "
+                    "a dataflow graph must be acyclic (loops must be unrolled)")
+
+
 def check_control_flow(graph_def: graph_pb2.GraphDef) -> None:
   """Raises :class:`IngestError` naming the first control-flow op in the graph or library."""
   places = [("the graph", graph_def.node)]
@@ -312,6 +345,10 @@ def flatten(graph_def: graph_pb2.GraphDef, feeds: Sequence[str], fetches: Sequen
   for name in list(feeds) + list(fetches):
     if node_of(name) not in present:
       raise IngestError(f"tensor {name!r} is not in the graph after flattening")
+    if tensor_name(name) not in shapes:
+      count = sum(1 for k in shapes if node_of(k) == node_of(name))
+      raise IngestError(f"tensor {name!r}: op {node_of(name)!r} has {count} output"
+                        f"{'' if count == 1 else 's'} (indices 0..{count - 1})")
   return Flat(graph_def=gd, shapes=shapes, dtypes=dtypes, feeds=tuple(feeds),
               fetches=tuple(fetches), control_outputs=tuple(control_outputs),
               resources=dict(resources), timings=timings)

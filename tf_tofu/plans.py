@@ -21,6 +21,8 @@ import hashlib
 import json
 from typing import Any, Mapping, Optional, Sequence
 
+import numpy as np
+
 from tf_tofu.opdefs.strategy import State, state_from_str
 
 FORMAT = "tf_tofu.plan/1"
@@ -38,6 +40,17 @@ def graph_signature(graph) -> str:
 
 class PlanError(ValueError):
   """A plan that cannot be read, or does not belong to the graph it is applied to."""
+
+
+def _check_devices(devices: Sequence[str]) -> None:
+  """PlanError unless ``devices`` are device names, each once (however spelled)."""
+  from tf_tofu import devices as devices_lib
+  if not devices:
+    raise PlanError("the plan names no device")
+  try:
+    devices_lib.resolve(list(devices))
+  except (TypeError, ValueError) as e:
+    raise PlanError(f"the plan's devices: {e}") from None
 
 
 @dataclasses.dataclass
@@ -97,13 +110,18 @@ class Plan:
     if d.get("format") != FORMAT:
       raise PlanError(f"not a tf_tofu plan (format {d.get('format')!r}, expected {FORMAT!r})")
     try:
+      devices = tuple(str(x) for x in d["devices"])
+      _check_devices(devices)
       factors = tuple(int(x) for x in d["factors"])
+      if int(np.prod(factors, dtype=np.int64)) != len(devices) or any(f < 2 for f in factors):
+        raise PlanError(f"factors {list(factors)} do not multiply to the {len(devices)} "
+                        "devices (each factor >= 2)")
       layouts = {t: tuple(state_from_str(s) for s in v) for t, v in d["layouts"].items()}
       strategies = {o: tuple(str(s) for s in v) for o, v in d["strategies"].items()}
       for name, v in list(layouts.items()) + list(strategies.items()):
         if len(v) != len(factors):
           raise PlanError(f"{name!r} has {len(v)} levels, the plan has {len(factors)}")
-      return cls(planner=str(d["planner"]), devices=tuple(d["devices"]), factors=factors,
+      return cls(planner=str(d["planner"]), devices=devices, factors=factors,
                  layouts=layouts, strategies=strategies, total_bytes=int(d["total_bytes"]),
                  level_bytes=tuple(int(x) for x in d["level_bytes"]),
                  op_bytes={k: int(v) for k, v in d["op_bytes"].items()},

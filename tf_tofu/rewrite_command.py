@@ -56,21 +56,14 @@ def partition_map(p) -> dict:
   }
 
 
-def _load_plan(sgraph):
-  from tf_tofu.plans import Plan, PlanError
+def _load_plan(sgraph, describer):
+  from tf_tofu import api
   try:
     text = open(FLAGS.plan_in).read()
   except OSError as e:
     raise cli_inputs.UsageError(f"--plan_in={FLAGS.plan_in!r}: {e}") from None
-  plan = Plan.from_json(text)
-  plan.check_matches(sgraph)
-  if FLAGS["devices"].present:
-    from tf_tofu import devices as devices_lib
-    names = devices_lib.resolve(plan_command.devices_flag())
-    if len(names) != len(plan.devices):
-      raise PlanError(f"--devices names {len(names)} devices, the plan has {len(plan.devices)}")
-    plan.devices = names
-  return plan
+  devices = plan_command.devices_flag() if FLAGS["devices"].present else None
+  return api.load_plan(text, sgraph, describer, devices=devices)
 
 
 def main(argv) -> int:
@@ -98,7 +91,7 @@ def main(argv) -> int:
     describer = Describer()
     if FLAGS.plan_in:
       sgraph = problem.from_tofu_graph(graph, describer)
-      plan = _load_plan(sgraph)
+      plan = _load_plan(sgraph, describer)
     else:
       sgraph, plan = plan_command.make_plan(graph, describer)
     p = partition_graph_def(sgraph, plan, describer, comm=FLAGS.comm,

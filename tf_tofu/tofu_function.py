@@ -96,7 +96,12 @@ class Function:
       plan = plan_from_search(result, sgraph, self.planner, self.devices)
       p = partition_graph_def(sgraph, plan, self.describer, comm=self.comm,
                               fetches=list(g.fetches))
-      self._entries[key] = _Entry(g, sgraph, cf.structured_outputs, plan, p)
+      outputs = cf.structured_outputs
+      n_out = 0 if outputs is None else len(tf.nest.flatten(outputs, expand_composites=True))
+      if n_out != len(g.fetches):  # checked before any shard is made or updated
+        raise ValueError(f"the step returns {n_out} tensors but {len(g.fetches)} were fetched "
+                         "from its graph; return tensors (or nothing), not Python values")
+      self._entries[key] = _Entry(g, sgraph, outputs, plan, p)
     return self._entries[key]
 
   def plan(self, *args: Any, estimate_memory: bool = True) -> Plan:
@@ -167,6 +172,8 @@ class Function:
     self._activate(e)
     values = [np.asarray(a) for a in args]
     got = e.run(dict(zip(e.graph.feeds, values)))
+    if e.structured_outputs is None:
+      return None  # a step that returns nothing (its updates ran)
     flat = [tf.constant(got[t]) for t in e.graph.fetches]
     return tf.nest.pack_sequence_as(e.structured_outputs, flat, expand_composites=True)
 

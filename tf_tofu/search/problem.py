@@ -53,6 +53,10 @@ RESOURCE_AS_VALUE = {"ResourceGather": "GatherV2"}
 IGNORED_OPS = frozenset({"NoOp"})
 
 
+class UnsupportedVariableOpError(ValueError):
+  """A step uses a variable through an op the partitioned variables cannot serve."""
+
+
 @dataclasses.dataclass(frozen=True)
 class STensor:
   name: str
@@ -112,6 +116,13 @@ def update_slots(graph: SearchGraph, op: SOp) -> tuple[tuple[int, ...], tuple[in
   return tuple(shard), tuple(whole)
 
 
+def laid_out_tensors(graph: SearchGraph) -> set[str]:
+  """The tensors a plan gives a layout: every variable and every tensor with bytes that
+  an op which is not ignored reads or writes."""
+  return {t for op in graph.ops if op.kind != "ignored" for t in (*op.inputs, *op.outputs)
+          if t and (graph.tensors[t].itemsize > 0 or t in graph.variables)}
+
+
 def itemsize(dtype: str) -> int:
   if dtype in ("resource", "variant", "string"):
     return 0
@@ -127,6 +138,21 @@ def _as_value_op(op, ctx: OpContext, describer):
                         inputs=inputs, outputs=tuple(ctx.outputs))
   sem, reason = describer(value_ctx)
   return value_ctx, sem, reason
+
+
+def _refuse_variable_inputs(op, inputs, var_info) -> None:
+  """Variables live as per-device shards: an op that takes a variable's handle must be a
+  read, an update or a handle gather the rewrite knows; any other is refused here, at
+  planning, rather than failing later inside TensorFlow."""
+  for t in inputs:
+    if t in var_info:
+      known = sorted(READ_OPS | UPDATE_OPS | set(RESOURCE_AS_VALUE))
+      raise UnsupportedVariableOpError(
+          f"op {op.name!r} ({op.op_type}) uses variable {var_info[t].name!r} through its "
+          f"handle, which tf_tofu cannot partition (variables are sharded; supported: "
+          f"{', '.join(known)}); write the update as a whole value instead, e.g. "
+          "v.assign(tf.tensor_scatter_nd_update(v, indices, rows)) for v[a:b].assign(rows) or "
+          "a scatter update")
 
 
 def from_tofu_graph(graph, describer=None) -> SearchGraph:
@@ -183,6 +209,8 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
       kind = "compute"
     else:
       kind = "single"
+    if kind in ("single", "compute") and op.op_type not in RESOURCE_AS_VALUE:
+      _refuse_variable_inputs(op, inputs, var_info)
     ops.append(SOp(op.name, op.op_type, kind, ctx, inputs, tuple(op.outputs),
                    reason if kind == "single" else None, tuple(op.control_inputs)))
   return SearchGraph(tensors=tensors, ops=ops,
