@@ -277,6 +277,8 @@ class PlanFileTest(absltest.TestCase):
     del no_op["strategies"][sorted(no_op["strategies"])[0]]
     dup = dict(base, devices=[base["devices"][0]] * 2)
     other = dict(base, graph_signature="0" * 16)
+    stranger = json.loads(self.plan.to_json())
+    stranger["layouts"]["nope:0"] = ["rep"]
     bad_strategy = json.loads(self.plan.to_json())
     bad_strategy["strategies"]["MatMul"] = ["nonsense"]
     bad_state = json.loads(self.plan.to_json())
@@ -284,7 +286,8 @@ class PlanFileTest(absltest.TestCase):
     for d, pattern in ((missing, "no layout for tensor"), (no_op, "no strategy for op"),
                        (dup, "listed twice"), (other, "made for another graph"),
                        (bad_state, r"on dim 7; use a dim below \d"),
-                       (bad_strategy, "no index variable 'nonsense'")):
+                       (bad_strategy, "no index variable 'nonsense'"),
+                       (stranger, "lays out 'nope:0', which is not a tensor of this graph")):
       with self.assertRaisesRegex(PlanError, pattern):
         self.load(d)
     with self.assertRaisesRegex(PlanError, "3 devices given, the plan has 2"):

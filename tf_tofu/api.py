@@ -112,9 +112,8 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
   for t in sorted(wanted - set(plan.layouts)):
     raise PlanError(f"the plan has no layout for tensor {t!r}; give it one state per level "
                     "('cut(d)' or 'rep')")
-  for t in sorted(set(plan.layouts) - wanted):
-    raise PlanError(f"the plan lays out {t!r}, which is not a tensor of this graph that takes "
-                    "a layout; remove it")
+  for t in sorted(set(plan.layouts) - set(graph.tensors)):
+    raise PlanError(f"the plan lays out {t!r}, which is not a tensor of this graph; remove it")
   for t, states in sorted(plan.layouts.items()):
     rank = len(graph.tensors[t].shape)
     for st in states:

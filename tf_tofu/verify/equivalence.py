@@ -24,6 +24,12 @@ float32 steps are compared with a caller-stated, generous bound (see
 ``FLOAT32_RTOL``): float32 reordering noise (1e-7 relative) is amplified by
 tiny-batch batch norm and by Adam until no fixed bound separates a bug from
 noise after several steps, so float32 runs are smoke tests of one step.
+
+Kernels without a float64 CPU kernel: ``FusedBatchNormV3`` and its gradient
+(the float64 plain-TF Wide ResNet normalises unfused; the fused pair is
+checked by the float32 WResNet smoke test and by the per-op kernel check).
+One failure showed only in float32: Grappler's shape inference of an
+EXPLICIT-padded ``DepthwiseConv2dNative`` (tests/test_padding.py runs both).
 """
 
 from __future__ import annotations
