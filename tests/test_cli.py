@@ -44,6 +44,11 @@ class CliTest(absltest.TestCase):
     usage = tofu("--help").stdout
     for name in ("demo", "plan", "rewrite", "validate"):
       self.assertIn(name, usage)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    as_module = subprocess.run([sys.executable, "-m", "tf_tofu", "--help"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=120)
+    self.assertEqual(as_module.returncode, 0, as_module.stderr[-2000:])
+    self.assertIn("usage: tofu SUBCOMMAND", as_module.stdout)
     bad = tofu("frobnicate")
     self.assertEqual(bad.returncode, 2)
     self.assertIn("unknown subcommand 'frobnicate'", bad.stderr)
@@ -68,7 +73,7 @@ class OutputSafetyTest(absltest.TestCase):
     import tempfile
     from absl import flags
     from absl.testing import flagsaver
-    from tf_tofu import cli_inputs
+    from tf_tofu.cli import inputs as cli_inputs
     self.cli_inputs = cli_inputs
     if not flags.FLAGS.is_parsed():
       flags.FLAGS.mark_as_parsed()

@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.pictures: the plan's DOT drawing, its files, the TensorBoard graph summary.
+"""Tests for tf_tofu.cli.pictures: the plan's DOT drawing, its files, the TensorBoard graph summary.
 
 The DOT text is read back with a small parser of the DOT subset ``plan_dot``
 writes (quoted ids, attribute lists, ``->`` edges), so every assertion is on
@@ -18,7 +18,8 @@ import tensorflow as tf
 from absl.testing import absltest, parameterized
 
 import tf_tofu
-from tf_tofu import graph as graph_lib, models, pictures
+from tf_tofu import graph as graph_lib, models
+from tf_tofu.cli import pictures
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import REP, Cut
 from tf_tofu.plans import Plan, _human, graph_signature

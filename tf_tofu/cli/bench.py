@@ -31,7 +31,7 @@ def main(argv) -> int:
   if len(argv) > 1:
     print(f"tofu: error: unexpected arguments {argv[1:]}", file=sys.stderr)
     return 2
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   unknown = sorted(set(FLAGS.only) - set(TOOLS))
   if unknown:
     print(f"tofu: error: --only={unknown}: choose from {sorted(TOOLS)}", file=sys.stderr)

@@ -55,7 +55,8 @@ def main(argv) -> int:
   import tensorflow as tf
 
   import tf_tofu
-  from tf_tofu import models, pictures
+  from tf_tofu import models
+  from tf_tofu.cli import pictures
   from tf_tofu.plans import _human
   from tf_tofu.search import baselines
 

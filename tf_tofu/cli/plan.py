@@ -8,14 +8,14 @@ Prints the plan report (strategies per op group and level, bytes per level,
 largest conversions); ``--plan_out`` writes the Plan JSON, which
 ``tofu rewrite --plan_in`` applies (after hand edits too).  ``--dot`` draws
 the coarsened graph with every tensor group's layout and the bytes of every
-conversion (``tf_tofu.pictures``).
+conversion (``tf_tofu.cli.pictures``).
 """
 
 from __future__ import annotations
 
 from absl import app, flags
 
-from tf_tofu import cli_inputs
+from tf_tofu.cli import inputs as cli_inputs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("devices", ["8"], "A device count, or device names (/GPU:0,/GPU:1).")
@@ -65,7 +65,7 @@ def make_plan(graph, describer):
 
 def write_outputs(paths: dict[str, str], sgraph, plan, describer) -> None:
   """``--plan_out`` and ``--dot`` (``paths`` from :func:`check_outputs`), atomically."""
-  from tf_tofu import pictures
+  from tf_tofu.cli import pictures
   if "plan_out" in paths:
     path = paths["plan_out"]
     cli_inputs.write_atomically(path, lambda tmp: open(tmp, "w").write(plan.to_json()))

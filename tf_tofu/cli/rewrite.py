@@ -29,7 +29,7 @@ import json
 
 from absl import app, flags
 
-from tf_tofu import cli_inputs, plan_command
+from tf_tofu.cli import inputs as cli_inputs, plan as plan_command
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output", None, "Where to write: a .pb/.pbtxt GraphDef, or a SavedModel "
@@ -70,7 +70,8 @@ def main(argv) -> int:
   if len(argv) > 1:
     return cli_inputs.fail(cli_inputs.UsageError(f"unexpected arguments {argv[1:]}"))
   import tensorflow as tf
-  from tf_tofu import memory, pictures
+  from tf_tofu import memory
+  from tf_tofu.cli import pictures
   from tf_tofu.opdefs.registry import Describer
   from tf_tofu.ops import shapes
   from tf_tofu.plans import PlanError

@@ -1,6 +1,6 @@
 """The ``tofu`` command.
 
-    tofu demo [--model=gpt --k=8 --steps=3]          # the main job: see tf_tofu.demo
+    tofu demo [--model=gpt --k=8 --steps=3]          # the main job: see tf_tofu.cli.demo
     tofu plan --saved_model=DIR --devices=8 --plan_out=plan.json
     tofu rewrite --saved_model=DIR --devices=8 --output=OUT_DIR
     tofu validate [--only=MatMul,Conv2D] [--coverage_out=docs/op_coverage.md]
@@ -8,13 +8,13 @@
     tofu fuzz [--examples=2000 --seed=0 --out_dir=tofu_fuzz]
 
 ``demo`` partitions a zoo model across logical devices end to end
-(``tf_tofu.demo``); ``plan`` searches a partition of a GraphDef or SavedModel
-(``tf_tofu.plan_command``); ``rewrite`` writes the partitioned GraphDef or
-SavedModel (``tf_tofu.rewrite_command``); ``validate`` checks every op
+(``tf_tofu.cli.demo``); ``plan`` searches a partition of a GraphDef or SavedModel
+(``tf_tofu.cli.plan``); ``rewrite`` writes the partitioned GraphDef or
+SavedModel (``tf_tofu.cli.rewrite``); ``validate`` checks every op
 description against its TensorFlow kernel (``tf_tofu.opdefs.validate``);
-``bench`` runs the benchmarks of ``tools/`` (``tf_tofu.bench_command``);
+``bench`` runs the benchmarks of ``tools/`` (``tf_tofu.cli.bench``);
 ``fuzz`` runs random training steps through the whole pipeline
-(``tf_tofu.fuzz_command``).
+(``tf_tofu.cli.fuzz``).
 Each takes absl flags; ``tofu SUBCOMMAND --helpfull`` lists them.
 """
 
@@ -25,11 +25,11 @@ import sys
 from absl import app
 
 SUBCOMMANDS = {
-    "bench": "tf_tofu.bench_command",
-    "demo": "tf_tofu.demo",
-    "fuzz": "tf_tofu.fuzz_command",
-    "plan": "tf_tofu.plan_command",
-    "rewrite": "tf_tofu.rewrite_command",
+    "bench": "tf_tofu.cli.bench",
+    "demo": "tf_tofu.cli.demo",
+    "fuzz": "tf_tofu.cli.fuzz",
+    "plan": "tf_tofu.cli.plan",
+    "rewrite": "tf_tofu.cli.rewrite",
     "validate": "tf_tofu.opdefs.validate",
 }
 
@@ -55,7 +55,3 @@ def run(argv=None) -> None:
   if main_module is not None and module.__doc__:
     main_module.__doc__ = module.__doc__  # absl's --help prints the main module's docstring
   app.run(module.main, argv=[f"tofu {name}", *argv[2:]])
-
-
-if __name__ == "__main__":
-  run()
