@@ -17,7 +17,7 @@ from tests import cpu_devices
 import tf_tofu  # noqa: E402
 from tf_tofu import api  # noqa: E402
 from tf_tofu.graph import TofuGraph  # noqa: E402
-from tf_tofu.ingest_tf import IngestError  # noqa: E402
+from tf_tofu.graph.ingest import IngestError  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.plans import Plan, PlanError  # noqa: E402
 from tf_tofu.search import problem  # noqa: E402

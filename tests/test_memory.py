@@ -1,11 +1,11 @@
-"""Tests for tf_tofu.memory: liveness peaks on hand-made schedules with known answers."""
+"""Tests for tf_tofu.rewrite.memory: liveness peaks on hand-made schedules with known answers."""
 
 import numpy as np
 import tensorflow as tf
 from absl.testing import absltest
 
-from tf_tofu import memory
-from tf_tofu.memory import Step
+from tf_tofu.rewrite import memory
+from tf_tofu.rewrite.memory import Step
 from tf_tofu.ops import comm
 
 A, B = "/device:CPU:0", "/device:CPU:1"

@@ -28,7 +28,9 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_tofu import api, devices as devices_lib, graph as graph_lib, ingest_tf, memory
+from tf_tofu import api, devices as devices_lib, graph as graph_lib
+from tf_tofu.graph import ingest as ingest_tf
+from tf_tofu.rewrite import memory
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.ops import shapes as shapes_lib
 from tf_tofu.plans import Plan, plan_from_search

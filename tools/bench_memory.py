@@ -5,7 +5,7 @@
 
 For each model (built without materialising any weight): trace, plan
 (``--planner``), rewrite, then the static peak-memory estimate of
-``tf_tofu.memory`` for the original step on one device and for the
+``tf_tofu.rewrite.memory`` for the original step on one device and for the
 partitioned step on each of the k devices.  The target: the worst device
 within 1.3x of the ideal (single-device peak / k), and the rewrite under
 60 s.  Writes a section of docs/benchmarks.md.
@@ -37,7 +37,7 @@ TARGET_REWRITE_S = 60.0
 
 def main(argv):
   del argv
-  from tf_tofu import memory
+  from tf_tofu.rewrite import memory
   from tf_tofu.api import search_options
   from tf_tofu.devices import resolve
   from tf_tofu.opdefs.registry import Describer
@@ -72,7 +72,7 @@ def main(argv):
           flush=True)
     rows.append((key, len(graph.ops), len(p.graph_def.node), rewrite_s, single, est, ratio))
   if FLAGS.write:
-    lines = [f"Planner `{FLAGS.planner}`, k = {FLAGS.k}; peaks from `tf_tofu.memory` (static "
+    lines = [f"Planner `{FLAGS.planner}`, k = {FLAGS.k}; peaks from `tf_tofu.rewrite.memory` (static "
              "liveness over each device's schedule; weights, optimizer slots, activations and "
              "received buffers).  Targets: worst device <= "
              f"{TARGET_RATIO}x the ideal, rewrite < {TARGET_REWRITE_S:.0f} s.", "",

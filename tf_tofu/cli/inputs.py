@@ -26,7 +26,7 @@ from typing import Callable
 
 from absl import flags
 
-from tf_tofu.ingest_tf import IngestError
+from tf_tofu.graph.ingest import IngestError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", None, "A GraphDef file (.pb binary or .pbtxt text).")

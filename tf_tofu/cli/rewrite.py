@@ -70,7 +70,7 @@ def main(argv) -> int:
   if len(argv) > 1:
     return cli_inputs.fail(cli_inputs.UsageError(f"unexpected arguments {argv[1:]}"))
   import tensorflow as tf
-  from tf_tofu import memory
+  from tf_tofu.rewrite import memory
   from tf_tofu.cli import pictures
   from tf_tofu.opdefs.registry import Describer
   from tf_tofu.ops import shapes

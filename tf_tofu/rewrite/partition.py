@@ -41,7 +41,7 @@ For ``k`` devices (``plan.devices``, levels ``plan.factors``):
   device the copies of the ops follow one topological order of the original
   graph (data and control edges) through a chain of control edges, so a
   device's schedule is the original op order and buffers can be freed as
-  they die (``tf_tofu.memory`` estimates the peak on that schedule).
+  they die (``tf_tofu.rewrite.memory`` estimates the peak on that schedule).
 * *Fetches.*  Nothing is assembled on a device: ``Partitioned.fetches`` names,
   for each fetched tensor, one shard per distinct held box, and the host
   concatenates them (``rewrite.execute.assemble_fetches``).  Fetching adds no

@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.ingest_tf: control-flow refusal, inlining, shape folding, static shapes."""
+"""Tests for tf_tofu.graph.ingest: control-flow refusal, inlining, shape folding, static shapes."""
 
 import numpy as np
 import tensorflow as tf
@@ -6,8 +6,9 @@ from absl.testing import absltest
 from tensorflow.core.framework import graph_pb2
 
 import tf_tofu
-from tf_tofu import ingest_tf, models
-from tf_tofu.ingest_tf import IngestError, Resource
+from tf_tofu import models
+from tf_tofu.graph import ingest as ingest_tf
+from tf_tofu.graph.ingest import IngestError, Resource
 
 SHAPE_ARITHMETIC = {"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs", "Prod",
                     "FloorDiv", "Fill"}

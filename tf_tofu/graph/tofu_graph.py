@@ -6,9 +6,9 @@ Entry points::
     g = TofuGraph.from_graph_def(graph_def, feeds=["x:0"], fetches=["loss:0"])
     g = TofuGraph.from_saved_model("/path/to/model", signature="train")
 
-Tracing and flattening live in ``tf_tofu.ingest_tf`` (GraphDef inputs in
-``tf_tofu.graph_sources``), the forward <-> backward links in
-``tf_tofu.grad_links`` and ``tf_tofu.grad_attach``; this module assembles the result.  Every op
+Tracing and flattening live in ``tf_tofu.graph.ingest`` (GraphDef inputs in
+``tf_tofu.graph.sources``), the forward <-> backward links in
+``tf_tofu.graph.links`` and ``tf_tofu.graph.attach``; this module assembles the result.  Every op
 is tagged with its description from the op registry (``tf_tofu.opdefs``) or
 marked opaque with the reason.
 """
@@ -26,8 +26,8 @@ from absl import logging
 from tensorflow.core.framework import graph_pb2
 from tensorflow.python.framework import op_def_registry
 
-from tf_tofu import grad_links, graph_sources, ingest_tf
-from tf_tofu.ingest_tf import IngestError
+from tf_tofu.graph import ingest as ingest_tf, links as grad_links, sources as graph_sources
+from tf_tofu.graph.ingest import IngestError
 from tf_tofu.opdefs import registry
 from tf_tofu.opdefs.description import DescriptionError, Semantics, TensorInfo
 from tf_tofu.opdefs.kernels import attrs_to_python, context_from_node_def

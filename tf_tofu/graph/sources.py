@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from tf_tofu import grad_links, ingest_tf
-from tf_tofu.ingest_tf import IngestError
+from tf_tofu.graph import ingest as ingest_tf, links as grad_links
+from tf_tofu.graph.ingest import IngestError
 
 
 def parse_graph_def(graph_def) -> graph_pb2.GraphDef:

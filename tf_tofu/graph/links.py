@@ -32,7 +32,7 @@ dims are v's (with the indices beside them).
 **Roles.**  Backward ops are the non-forward ancestors of the gradients;
 update ops are the rest of what the updates need, and the updates.
 
-**Gradient op -> forward op** is ``tf_tofu.grad_attach``.
+**Gradient op -> forward op** is ``tf_tofu.graph.attach``.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import collections
 import dataclasses
 from typing import Mapping, Optional, Sequence
 
-from tf_tofu import grad_attach
-from tf_tofu.grad_attach import hint_scope, real
+from tf_tofu.graph import attach as grad_attach
+from tf_tofu.graph.attach import hint_scope, real
 
 ROLES = ("forward", "backward", "update", "variable", "const", "input", "other")
 READ_OPS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd"})

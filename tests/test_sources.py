@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.graph_sources: GraphDef parsing, feed shapes, variables of a bare GraphDef."""
+"""Tests for tf_tofu.graph.sources: GraphDef parsing, feed shapes, variables of a bare GraphDef."""
 
 import os
 import tempfile
@@ -8,8 +8,8 @@ from absl.testing import absltest
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
-from tf_tofu import graph_sources
-from tf_tofu.ingest_tf import IngestError
+from tf_tofu.graph import sources as graph_sources
+from tf_tofu.graph.ingest import IngestError
 
 
 def _read_graph(with_output_shapes=False):

@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.grad_links: regions, roles, and each variable's gradient by dominators."""
+"""Tests for tf_tofu.graph.links: regions, roles, and each variable's gradient by dominators."""
 
 import functools
 
@@ -7,7 +7,8 @@ from absl.testing import absltest, parameterized
 from tensorflow.core.framework import graph_pb2
 
 import tf_tofu
-from tf_tofu import grad_links, models
+from tf_tofu import models
+from tf_tofu.graph import links as grad_links
 from tf_tofu.graph import TofuGraph
 
 

@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.graph: trace, from_graph_def, from_saved_model and the TofuGraph they make."""
+"""Tests for tf_tofu.graph.tofu_graph: trace, from_graph_def, from_saved_model and the TofuGraph they make."""
 
 import collections
 import os

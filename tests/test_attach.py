@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.grad_attach: each gradient op attached to the forward op it differentiates.
+"""Tests for tf_tofu.graph.attach: each gradient op attached to the forward op it differentiates.
 
 The reference is the tape itself: while tracing, every call of a gradient
 function is recorded with the ops it creates (``gradient_oracle``), so the
@@ -16,7 +16,8 @@ from tensorflow.python.eager import backprop
 from tensorflow.python.framework import ops as tf_ops
 
 import tf_tofu
-from tf_tofu import grad_attach, models
+from tf_tofu import models
+from tf_tofu.graph import attach as grad_attach
 
 
 @contextlib.contextmanager
