@@ -19,7 +19,7 @@ from tf_tofu import api  # noqa: E402
 from tf_tofu.graph import TofuGraph  # noqa: E402
 from tf_tofu.graph.ingest import IngestError  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
-from tf_tofu.plans import Plan, PlanError  # noqa: E402
+from tf_tofu.core.plan import Plan, PlanError  # noqa: E402
 from tf_tofu.search import problem  # noqa: E402
 from tf_tofu.verify import equivalence  # noqa: E402
 

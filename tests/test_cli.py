@@ -183,7 +183,7 @@ class CommandsTest(absltest.TestCase):
     text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
                         f"--devices={K}", f"--plan_out={plan_path}", f"--dot={dot}"))
     self.assertIn(f"tf_tofu plan (tofu) for {K} devices", text)
-    from tf_tofu.plans import Plan
+    from tf_tofu.core.plan import Plan
     plan = Plan.from_json(open(plan_path).read())
     self.assertTrue(os.path.exists(dot))
     # Applying the saved plan rewrites to a GraphDef that moves exactly its bytes.

@@ -6,13 +6,13 @@ from absl.testing import absltest, parameterized
 
 from tests import search_testlib  # noqa: E402
 
-from tf_tofu import transfers  # noqa: E402
+from tf_tofu.layout import transfers  # noqa: E402
 from tf_tofu.opdefs import analysis  # noqa: E402
 from tf_tofu.opdefs.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Partial  # noqa: E402
 from tf_tofu.search import baselines, coarsen, onecut, problem, recursive, tofu  # noqa: E402
-from tf_tofu.tiling import held_regions  # noqa: E402
+from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
 
 def exhaustive_level(graph, groups, contexts, shapes, n, describer):

@@ -22,15 +22,16 @@ from tensorflow.python.eager import context  # noqa: E402
 
 from tests import search_testlib  # noqa: E402
 
-from tf_tofu import devices as devices_lib  # noqa: E402
-from tf_tofu import plans, transfers  # noqa: E402
+from tf_tofu.core import devices as devices_lib  # noqa: E402
+from tf_tofu.core import plan as plans  # noqa: E402
+from tf_tofu.layout import transfers  # noqa: E402
 from tf_tofu.opdefs.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import REP, Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes, transfer_count  # noqa: E402
 from tf_tofu.rewrite import assemble, collective, execute, partition_graph_def  # noqa: E402
 from tf_tofu.search import baselines, evaluate, problem  # noqa: E402
-from tf_tofu.tiling import held_regions  # noqa: E402
+from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
 KS = (2, 3, 4, 8)
 COMMS = ("plain", "collective")

@@ -22,7 +22,7 @@ from tf_tofu import graph as graph_lib, models
 from tf_tofu.cli import pictures
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import REP, Cut
-from tf_tofu.plans import Plan, _human, graph_signature
+from tf_tofu.core.plan import Plan, _human, graph_signature
 from tf_tofu.search import problem
 
 REMOTE = tuple(f"/job:worker/replica:0/task:0/device:GPU:{i}" for i in range(4))

@@ -1,8 +1,8 @@
-"""Tests for tf_tofu.tiling: device coordinates, held boxes and op tiles across levels."""
+"""Tests for tf_tofu.layout.tiling: device coordinates, held boxes and op tiles across levels."""
 
 from absl.testing import absltest, parameterized
 
-from tf_tofu import tiling
+from tf_tofu.layout import tiling
 from tf_tofu.opdefs.cases import Case, Rand
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.opdefs.registry import Describer

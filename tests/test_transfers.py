@@ -1,8 +1,8 @@
-"""Tests for tf_tofu.transfers: piece-by-piece conversions match TOFU's cost table."""
+"""Tests for tf_tofu.layout.transfers: piece-by-piece conversions match the cost table."""
 
 from absl.testing import absltest, parameterized
 
-from tf_tofu import tiling, transfers
+from tf_tofu.layout import tiling, transfers
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.opdefs.strategy import REP, Cut
 

@@ -6,7 +6,7 @@ _LAZY = {
     "trace": "tf_tofu.graph",
     "TofuGraph": "tf_tofu.graph",
     "plan": "tf_tofu.api",
-    "Plan": "tf_tofu.plans",
+    "Plan": "tf_tofu.core.plan",
     "SearchOptions": "tf_tofu.search.tofu",
     "PLANNERS": "tf_tofu.search.baselines",
     "function": "tf_tofu.tofu_function",

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from tf_tofu import devices as devices_lib
+from tf_tofu.core import devices as devices_lib
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import state_from_str
-from tf_tofu.plans import Plan, plan_from_search
+from tf_tofu.core.plan import Plan, plan_from_search
 from tf_tofu.search import baselines, problem
 from tf_tofu.search.tofu import SearchOptions
 
@@ -64,7 +64,7 @@ def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planne
   Args:
     fn_or_graph: a TofuGraph, or a tf.function / ConcreteFunction with ``signature``.
     *signature: tf.TensorSpecs or example tensors for the function's arguments.
-    devices: an int k or a list of device names (see ``tf_tofu.devices.resolve``).
+    devices: an int k or a list of device names (see ``tf_tofu.core.devices.resolve``).
     planner: "tofu" or a baseline ("datapar", "allrow", "spartan", "equalchop", "megatron").
     constraints: user constraints (module docstring).
     describer: a Describer to share its cache across calls.
@@ -102,7 +102,7 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
   reports what it moves; a note says when the file's figure differed.
   """
   import dataclasses
-  from tf_tofu.plans import PlanError
+  from tf_tofu.core.plan import PlanError
   from tf_tofu.search import evaluate
   plan = Plan.from_json(text)
   plan.check_matches(graph)

@@ -28,12 +28,13 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_tofu import api, devices as devices_lib, graph as graph_lib
+from tf_tofu import api, graph as graph_lib
+from tf_tofu.core import devices as devices_lib
 from tf_tofu.graph import ingest as ingest_tf
 from tf_tofu.rewrite import memory
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.ops import shapes as shapes_lib
-from tf_tofu.plans import Plan, plan_from_search
+from tf_tofu.core.plan import Plan, plan_from_search
 from tf_tofu.rewrite import execute
 from tf_tofu.rewrite.convert import PLAIN
 from tf_tofu.rewrite.partition import Partitioned, partition_graph_def

@@ -39,9 +39,9 @@ def main(argv):
   del argv
   from tf_tofu.rewrite import memory
   from tf_tofu.api import search_options
-  from tf_tofu.devices import resolve
+  from tf_tofu.core.devices import resolve
   from tf_tofu.opdefs.registry import Describer
-  from tf_tofu.plans import _human, plan_from_search
+  from tf_tofu.core.plan import _human, plan_from_search
   from tf_tofu.rewrite import partition_graph_def
   from tf_tofu.search import baselines, problem
   rows = []

@@ -33,7 +33,7 @@ flags.DEFINE_integer("bytes_k", 8, "Device count of the bytes table.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
 
 def _human(b: float) -> str:
-  from tf_tofu.plans import _human as h
+  from tf_tofu.core.plan import _human as h
   return h(b)
 
 

@@ -27,7 +27,7 @@ flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
 
 def main(argv):
   del argv
-  from tf_tofu import devices
+  from tf_tofu.core import devices
   logging.set_verbosity(logging.WARNING)
   devices.split_cpu(8)
   import tensorflow as tf

@@ -49,7 +49,7 @@ LOSS_RTOL = 1e-4
 
 def main(argv) -> int:
   del argv
-  from tf_tofu import devices
+  from tf_tofu.core import devices
   devices.split_cpu(FLAGS.k)
   import numpy as np
   import tensorflow as tf
@@ -57,7 +57,7 @@ def main(argv) -> int:
   import tf_tofu
   from tf_tofu import models
   from tf_tofu.cli import pictures
-  from tf_tofu.plans import _human
+  from tf_tofu.core.plan import _human
   from tf_tofu.search import baselines
 
   sizes = DEMO_SIZES[FLAGS.model] if FLAGS.size == "demo" else models.TINY[FLAGS.model]

@@ -39,7 +39,7 @@ def main(argv) -> int:
           file=sys.stderr)
     return 2
   from absl import logging
-  from tf_tofu import devices
+  from tf_tofu.core import devices
   logging.set_verbosity(logging.WARNING)  # per-example ingest/search lines drown the progress
   devices.split_cpu(8)
   import tensorflow as tf

@@ -48,7 +48,7 @@ import subprocess
 import uuid
 from typing import Sequence
 
-from tf_tofu.plans import Plan, _human
+from tf_tofu.core.plan import Plan, _human
 from tf_tofu.search.problem import SearchGraph
 
 FEED_OPS = frozenset({"Placeholder", "PlaceholderWithDefault", "_Arg"})

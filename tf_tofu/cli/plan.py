@@ -50,8 +50,9 @@ def check_outputs() -> dict[str, str]:
 
 def make_plan(graph, describer):
   """``(search graph, Plan)`` for the flags' devices and planner."""
-  from tf_tofu import api, devices as devices_lib
-  from tf_tofu.plans import plan_from_search
+  from tf_tofu import api
+  from tf_tofu.core import devices as devices_lib
+  from tf_tofu.core.plan import plan_from_search
   from tf_tofu.search import baselines, problem
   from tf_tofu.search.baselines import PLANNERS
   if FLAGS.planner not in PLANNERS:

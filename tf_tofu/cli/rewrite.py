@@ -74,7 +74,7 @@ def main(argv) -> int:
   from tf_tofu.cli import pictures
   from tf_tofu.opdefs.registry import Describer
   from tf_tofu.ops import shapes
-  from tf_tofu.plans import PlanError
+  from tf_tofu.core.plan import PlanError
   from tf_tofu.rewrite import export, partition_graph_def
   from tf_tofu.search import problem
   try:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Sequence
 
-from tf_tofu import transfers
+from tf_tofu.layout import transfers
 from tf_tofu.opdefs.regions import Region
 
 

@@ -1,4 +1,4 @@
-"""Conversions as nodes: the pieces of ``tf_tofu.transfers``, plain or collective.
+"""Conversions as nodes: the pieces of ``tf_tofu.layout.transfers``, plain or collective.
 
 A conversion takes per-device shards (what each device holds or produced) to
 per-device boxes (what each device must hold or read).  It is computed with
@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from tf_tofu import transfers
+from tf_tofu.layout import transfers
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.ops import comm
 from tf_tofu.rewrite import collective

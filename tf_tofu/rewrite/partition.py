@@ -67,11 +67,11 @@ import numpy as np
 from absl import logging
 from tensorflow.core.framework import graph_pb2
 
-from tf_tofu import tiling
+from tf_tofu.layout import tiling
 from tf_tofu.opdefs.regions import Interval, Region
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.ops import comm
-from tf_tofu.plans import Plan, PlanError
+from tf_tofu.core.plan import Plan, PlanError
 from tf_tofu.rewrite.assemble import Shard
 from tf_tofu.rewrite.convert import PLAIN, Converter
 from tf_tofu.rewrite import padding

@@ -1,8 +1,8 @@
 """The exact bytes of a complete plan: every piece every device sends, per level.
 
 Given the level factors, every tensor's layout and every op's strategy, the
-tiles (``tf_tofu.tiling``) say what each device holds and computes, and
-``tf_tofu.transfers`` spells out the pieces:
+tiles (``tf_tofu.layout.tiling``) say what each device holds and computes, and
+``tf_tofu.layout.transfers`` spells out the pieces:
 
 * production: an op's outputs (maybe partial) into the tensor's layout;
 * consumption: the tensor's layout into what each consumer's tiles read (an
@@ -22,12 +22,12 @@ import collections
 import dataclasses
 from typing import Mapping, Sequence
 
-from tf_tofu import transfers
+from tf_tofu.layout import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.opdefs.strategy import State
 from tf_tofu.search.problem import SearchGraph, update_slots
 from tf_tofu.opdefs.regions import Region
-from tf_tofu.tiling import device_coords, held_regions, num_devices, op_tiles
+from tf_tofu.layout.tiling import device_coords, held_regions, num_devices, op_tiles
 
 
 @dataclasses.dataclass(frozen=True)

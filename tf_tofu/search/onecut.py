@@ -8,7 +8,7 @@ op left whole) touching tensor groups ``g`` costs
     F_f(x) = min_sigma [ sum_{inputs i} gather(held(x_{g(i)}) -> need_sigma(i))
                        + sum_{outputs o} produce(made_sigma(o) -> held(x_{g(o)})) ]
 
-bytes, with the conversions of ``tf_tofu.transfers`` evaluated on the sub-op's
+bytes, with the conversions of ``tf_tofu.layout.transfers`` evaluated on the sub-op's
 own shapes.  Source, read and update ops cost nothing (their tensors are
 tied to what they feed or store).  ``dp.solve`` minimises ``sum_f F_f``
 exactly; each op then takes its argmin strategy, and the runner-up's cost is
@@ -24,13 +24,13 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 from absl import logging
 
-from tf_tofu import transfers
+from tf_tofu.layout import transfers
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
 from tf_tofu.search import dp
 from tf_tofu.search.problem import SOp, SearchGraph
-from tf_tofu.tiling import REPLICATE, SINGLE, held_regions
+from tf_tofu.layout.tiling import REPLICATE, SINGLE, held_regions
 
 
 @dataclasses.dataclass(frozen=True)

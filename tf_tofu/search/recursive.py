@@ -29,7 +29,7 @@ from tf_tofu.opdefs.strategy import Cut, State
 from tf_tofu.search import onecut
 from tf_tofu.search.evaluate import Evaluation, evaluate
 from tf_tofu.search.problem import SearchGraph
-from tf_tofu.tiling import descend, sub_block
+from tf_tofu.layout.tiling import descend, sub_block
 from tf_tofu.opdefs.regions import Interval
 
 

@@ -29,7 +29,7 @@ import dataclasses
 from typing import Optional, Sequence
 
 from tf_tofu.opdefs.regions import Interval, Region, block
-from tf_tofu.tiling import device_coords
+from tf_tofu.layout.tiling import device_coords
 
 COPY = "copy"
 REDUCE = "reduce"

@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.plans: JSON round trip, graph checks, the report."""
+"""Tests for tf_tofu.core.plan: JSON round trip, graph checks, the report."""
 
 import json
 
@@ -7,7 +7,7 @@ from absl.testing import absltest
 from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
-from tf_tofu.plans import Plan, PlanError, plan_from_search  # noqa: E402
+from tf_tofu.core.plan import Plan, PlanError, plan_from_search  # noqa: E402
 from tf_tofu.search import baselines, problem  # noqa: E402
 
 

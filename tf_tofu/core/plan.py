@@ -44,7 +44,7 @@ class PlanError(ValueError):
 
 def _check_devices(devices: Sequence[str]) -> None:
   """PlanError unless ``devices`` are device names, each once (however spelled)."""
-  from tf_tofu import devices as devices_lib
+  from tf_tofu.core import devices as devices_lib
   if not devices:
     raise PlanError("the plan names no device")
   try:
