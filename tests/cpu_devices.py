@@ -1,4 +1,4 @@
-"""Logical CPU devices for the tests that run partitioned graphs (DESIGN.md section 3).
+"""Logical CPU devices for the tests that run partitioned graphs (docs/design.md section 3).
 
 Import this first in a test module: TensorFlow can split the CPU only before
 it initialises, so the first test module to import it splits the CPU into

@@ -20,7 +20,7 @@ from tf_tofu.graph import TofuGraph  # noqa: E402
 from tf_tofu.graph.ingest import IngestError  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.core.plan import Plan, PlanError  # noqa: E402
-from tf_tofu.search import problem  # noqa: E402
+from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.verify import equivalence  # noqa: E402
 
 X = tf.TensorSpec([6, 4], tf.float64)
@@ -179,7 +179,7 @@ class ClearErrorTest(absltest.TestCase):
         return tf.reduce_sum(v) + (0.0 if out is None or isinstance(out, tf.Operation)
                                    else tf.reduce_sum(tf.convert_to_tensor(out)))
       step = tf.function(fn, autograph=False)
-      with self.assertRaisesRegex(problem.UnsupportedVariableOpError,
+      with self.assertRaisesRegex(view.UnsupportedVariableOpError,
                                   rf"\({op_type}\) uses variable .* write the update as a whole"):
         tf_tofu.plan(step, X, devices=2)
 
@@ -246,7 +246,7 @@ class PlanFileTest(absltest.TestCase):
     w = tf.Variable(np.ones((4, 3)), dtype=tf.float64)
     cls.graph = tf_tofu.trace(_sgd_step(w), X)
     cls.describer = Describer()
-    cls.sgraph = problem.from_tofu_graph(cls.graph, cls.describer)
+    cls.sgraph = view.from_tofu_graph(cls.graph, cls.describer)
     cls.plan = tf_tofu.plan(cls.graph, devices=2, describer=cls.describer)
 
   def load(self, d, **kw):

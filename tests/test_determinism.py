@@ -16,14 +16,14 @@ import tf_tofu
 from tf_tofu import models
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.rewrite import partition_graph_def
-from tf_tofu.search import problem
+from tf_tofu.graph import view
 
 for key, k, planner in (("mlp", 4, "tofu"), ("gpt", 3, "tofu"), ("lstm", 2, "spartan")):
   step = models.tiny(key, optimizer="adam")
   graph = tf_tofu.trace(step.fn, *step.input_signature)
   describer = Describer()
   plan = tf_tofu.plan(graph, devices=k, planner=planner, describer=describer)
-  sgraph = problem.from_tofu_graph(graph, describer)
+  sgraph = view.from_tofu_graph(graph, describer)
   p = partition_graph_def(sgraph, plan, describer, fetches=list(graph.fetches))
   print(key, hashlib.sha256(plan.to_json().encode()).hexdigest(),
         hashlib.sha256(p.graph_def.SerializeToString(deterministic=True)).hexdigest())

@@ -1,4 +1,4 @@
-"""Closed-form optima the search must reproduce exactly (DESIGN.md section 4)."""
+"""Closed-form optima the search must reproduce exactly (docs/design.md section 4)."""
 
 
 import tensorflow as tf
@@ -8,7 +8,8 @@ from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Cut  # noqa: E402
-from tf_tofu.search import baselines, problem  # noqa: E402
+from tf_tofu.search import baselines  # noqa: E402
+from tf_tofu.graph import view  # noqa: E402
 
 
 def matmul_chain(layers, batch, width):
@@ -18,7 +19,7 @@ def matmul_chain(layers, batch, width):
     for i in range(layers):
       w = tf.compat.v1.placeholder(tf.float32, (width, width), name=f"w{i}")
       x = tf.raw_ops.MatMul(a=x, b=w, name=f"layer{i}")
-  return problem.from_tofu_graph(search_testlib.graph_from_tf(g))
+  return view.from_tofu_graph(search_testlib.graph_from_tf(g))
 
 
 class MatmulChainTest(parameterized.TestCase):

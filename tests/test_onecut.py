@@ -11,7 +11,8 @@ from tf_tofu.opdefs import analysis  # noqa: E402
 from tf_tofu.opdefs.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Partial  # noqa: E402
-from tf_tofu.search import baselines, coarsen, onecut, problem, recursive, tofu  # noqa: E402
+from tf_tofu.search import baselines, coarsen, onecut, recursive, tofu  # noqa: E402
+from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
 
@@ -61,7 +62,7 @@ class BruteForceTest(parameterized.TestCase):
   @parameterized.parameters(*[(seed, k) for seed in range(6) for k in (2, 3, 4)])
   def test_dp_equals_exhaustive_at_every_level(self, seed, k):
     fg = search_testlib.random_graph(seed, max_ops=8)
-    graph = problem.from_tofu_graph(fg)
+    graph = view.from_tofu_graph(fg)
     describer = Describer()
     groups = coarsen.tensor_groups(graph, describer)
     if len(groups) > 12:
@@ -83,7 +84,7 @@ class BruteForceTest(parameterized.TestCase):
 
   def test_single_level_objective_bounds_exact_bytes(self):
     fg = search_testlib.random_graph(1)
-    graph = problem.from_tofu_graph(fg)
+    graph = view.from_tofu_graph(fg)
     res = baselines.plan_with("tofu", graph, 3, Describer())
     # Consumers needing the same boxes share a conversion, so the exact bytes can
     # only be lower than the DP objective, which prices each consumer.
@@ -102,15 +103,15 @@ class RecursionTest(parameterized.TestCase):
 
   def test_deterministic(self):
     fg = search_testlib.random_graph(4)
-    a = baselines.plan_with("tofu", problem.from_tofu_graph(fg), 6, Describer())
-    b = baselines.plan_with("tofu", problem.from_tofu_graph(search_testlib.random_graph(4)), 6, Describer())
+    a = baselines.plan_with("tofu", view.from_tofu_graph(fg), 6, Describer())
+    b = baselines.plan_with("tofu", view.from_tofu_graph(search_testlib.random_graph(4)), 6, Describer())
     self.assertEqual(a.layouts, b.layouts)
     self.assertEqual(a.strategies, b.strategies)
     self.assertEqual(a.evaluation, b.evaluation)
 
   def test_uneven_sizes_run_on_every_device(self):
     fg = search_testlib.random_graph(2)
-    res = baselines.plan_with("tofu", problem.from_tofu_graph(fg), 5, Describer())
+    res = baselines.plan_with("tofu", view.from_tofu_graph(fg), 5, Describer())
     self.assertEqual(res.factors, (5,))
     self.assertGreaterEqual(res.evaluation.total_bytes, 0)
 

@@ -30,7 +30,8 @@ from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import REP, Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes, transfer_count  # noqa: E402
 from tf_tofu.rewrite import assemble, collective, execute, partition_graph_def  # noqa: E402
-from tf_tofu.search import baselines, evaluate, problem  # noqa: E402
+from tf_tofu.search import baselines, evaluate  # noqa: E402
+from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
 KS = (2, 3, 4, 8)
@@ -180,7 +181,7 @@ class PartitionCase(parameterized.TestCase):
 
   def check_all_planners(self, fg, seed=0):
     describer = Describer()
-    graph = problem.from_tofu_graph(fg, describer)
+    graph = view.from_tofu_graph(fg, describer)
     seen = set()
     used = {"collective": 0, "plain": 0}
     for k in KS:
@@ -226,7 +227,7 @@ class FixedPlanTest(PartitionCase):
       tf.raw_ops.Relu(features=tf.raw_ops.MatMul(a=x, b=w, name="mm"), name="relu")
     self.fg = search_testlib.graph_from_tf(g)
     self.describer = Describer()
-    self.graph = problem.from_tofu_graph(self.fg, self.describer)
+    self.graph = view.from_tofu_graph(self.fg, self.describer)
 
   def plan(self, factors, mm, out, x=None, w=None, devices=None):
     """x @ w -> mm:0 -> relu, both outputs stored ``out``; relu follows its input's cuts."""
@@ -284,7 +285,7 @@ class FixedPlanTest(PartitionCase):
       x, w = _placeholder((7, 6), "x"), _placeholder((6, 4), "w")
       tf.raw_ops.MatMul(a=x, b=w, name="mm")
     fg = search_testlib.graph_from_tf(g)
-    graph = problem.from_tofu_graph(fg, self.describer)
+    graph = view.from_tofu_graph(fg, self.describer)
     plan = make_plan(graph, (3,), {"x:0": (Cut(0),), "w:0": (REP,), "mm:0": (REP,)},
                      {"mm": ("replicate",)}, self.describer)
     p = self.check(fg, graph, plan, self.describer, "collective")
@@ -330,7 +331,7 @@ class FixedPlanTest(PartitionCase):
     fg = search_testlib.graph_from_tf(matmul_chain())
     fg.ops["mm1"].node_def.attr["_class"].list.s.append(b"loc:@x")
     fg.ops["mm1"].node_def.attr["_XlaCompile"].b = True
-    graph = problem.from_tofu_graph(fg, self.describer)
+    graph = view.from_tofu_graph(fg, self.describer)
     res = baselines.plan_with("tofu", graph, 2, self.describer)
     plan = plans.plan_from_search(res, graph, "tofu", devices_lib.resolve(2))
     p = self.check(fg, graph, plan, self.describer, "plain")
@@ -342,14 +343,14 @@ class FixedPlanTest(PartitionCase):
     plan = self.plan((2,), ("i",), (Cut(0),))
     op = self.graph.ops[0]
     graph = dataclasses.replace(self.graph, ops=self.graph.ops + [
-        problem.SOp("v/Read", "ReadVariableOp", "read", op.context, ("x:0",), ())])
+        view.SOp("v/Read", "ReadVariableOp", "read", op.context, ("x:0",), ())])
     plan = dataclasses.replace(plan, graph_signature=plans.graph_signature(graph))
     with self.assertRaisesRegex(NotImplementedError, "not a variable"):
       partition_graph_def(graph, plan, self.describer)
 
   def test_foreign_plan_is_refused(self):
     plan = self.plan((2,), ("i",), (Cut(0),))
-    other = problem.from_tofu_graph(search_testlib.graph_from_tf(matmul_chain()), self.describer)
+    other = view.from_tofu_graph(search_testlib.graph_from_tf(matmul_chain()), self.describer)
     with self.assertRaisesRegex(plans.PlanError, "another graph"):
       partition_graph_def(other, plan, self.describer)
 
@@ -370,7 +371,7 @@ class PlacementTest(PartitionCase):
       x, w = _placeholder((8, 6), "x"), _placeholder((6, 4), "w")
       tf.raw_ops.Relu(features=tf.raw_ops.MatMul(a=x, b=w, name="mm"), name="relu")
     fg = search_testlib.graph_from_tf(g)
-    graph = problem.from_tofu_graph(fg, describer)
+    graph = view.from_tofu_graph(fg, describer)
     # Level 1 cuts the contraction, level 2 the rows: mm:0 is all-reduced within groups
     # of 2 (with a copy to the replicas of level 3), relu:0 is then all-gathered.
     layouts = {"x:0": (Cut(1), Cut(0), REP), "w:0": (Cut(0), REP, REP),

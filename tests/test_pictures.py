@@ -23,7 +23,7 @@ from tf_tofu.cli import pictures
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import REP, Cut
 from tf_tofu.core.plan import Plan, _human, graph_signature
-from tf_tofu.search import problem
+from tf_tofu.graph import view
 
 REMOTE = tuple(f"/job:worker/replica:0/task:0/device:GPU:{i}" for i in range(4))
 _TOKEN = re.compile(r'\s+|"((?:[^"\\]|\\.)*)"|(->)|([\[\]{};,=])|([A-Za-z0-9_.]+)')
@@ -36,7 +36,7 @@ def planned(key, devices=4):
   step = models.tiny(key)
   g = graph_lib.trace(step.fn, *step.input_signature)
   describer = Describer()
-  sgraph = problem.from_tofu_graph(g, describer)
+  sgraph = view.from_tofu_graph(g, describer)
   return sgraph, tf_tofu.plan(g, devices=devices, describer=describer), describer
 
 
@@ -221,7 +221,7 @@ class ZooDotTest(parameterized.TestCase):
 
 
 def _op(name, op_type, kind, inputs, outputs):
-  return problem.SOp(name, op_type, kind, None, tuple(inputs), tuple(outputs))
+  return view.SOp(name, op_type, kind, None, tuple(inputs), tuple(outputs))
 
 
 class HandMadeDotTest(absltest.TestCase):
@@ -230,11 +230,11 @@ class HandMadeDotTest(absltest.TestCase):
   def setUp(self):
     super().setUp()
     a = 'a/"b":c\\d'
-    t = {name: problem.STensor(name, shape, "float32", 4) for name, shape in [
+    t = {name: view.STensor(name, shape, "float32", 4) for name, shape in [
         ('in"put:0', (4, 2)), ("w:0", (2, 2)), ("r:0", (2, 2)), ("a:0", (4, 2)),
         ("a:1", (4, 2)), ("p:0", (4, 2)), ("gp:0", (2, 2)), ("q:0", (4, 2)), ("c:0", (4, 2)),
         ("c2:0", (4, 2))]}
-    self.graph = problem.SearchGraph(tensors=t, ops=[
+    self.graph = view.SearchGraph(tensors=t, ops=[
         _op('in"put', "Placeholder", "source", [], ['in"put:0']),
         _op("w", "VarHandleOp", "source", [], ["w:0"]),
         _op("c", "Const", "source", [], ["c:0"]),

@@ -18,13 +18,14 @@ from tf_tofu.core import devices as devices_lib
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import state_from_str
 from tf_tofu.core.plan import Plan, plan_from_search
-from tf_tofu.search import baselines, problem
+from tf_tofu.search import baselines
+from tf_tofu.graph import view
 from tf_tofu.search.tofu import SearchOptions
 
 Constraints = Mapping[str, Union[str, Sequence[str]]]
 
 
-def search_options(graph: problem.SearchGraph, constraints: Optional[Constraints] = None,
+def search_options(graph: view.SearchGraph, constraints: Optional[Constraints] = None,
                    **kwargs) -> SearchOptions:
   """SearchOptions with user constraints resolved against the graph (names checked)."""
   tensor_states, op_strategies = {}, {}
@@ -76,7 +77,7 @@ def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planne
   tofu_graph = as_graph(fn_or_graph, signature)
   names = devices_lib.resolve(devices)
   describer = describer or Describer()
-  sgraph = problem.from_tofu_graph(tofu_graph, describer)
+  sgraph = view.from_tofu_graph(tofu_graph, describer)
   result = baselines.plan_with(planner, sgraph, len(names), describer,
                                search_options(sgraph, constraints, **options))
   return plan_from_search(result, sgraph, planner, names)
@@ -88,7 +89,7 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
 
   Args:
     text: the Plan JSON.
-    graph: the search view (``search.problem.SearchGraph``) of the graph it is for.
+    graph: the search view (``search.view.SearchGraph``) of the graph it is for.
     describer: a Describer to share its cache.
     devices: devices to run the plan on instead of the file's (as many as it has).
 
@@ -108,7 +109,7 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
   plan.check_matches(graph)
   describer = describer or Describer()
   from tf_tofu.opdefs.strategy import Cut
-  wanted = problem.laid_out_tensors(graph)
+  wanted = view.laid_out_tensors(graph)
   for t in sorted(wanted - set(plan.layouts)):
     raise PlanError(f"the plan has no layout for tensor {t!r}; give it one state per level "
                     "('cut(d)' or 'rep')")

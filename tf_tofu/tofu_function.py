@@ -38,7 +38,8 @@ from tf_tofu.core.plan import Plan, plan_from_search
 from tf_tofu.rewrite import execute
 from tf_tofu.rewrite.convert import PLAIN
 from tf_tofu.rewrite.partition import Partitioned, partition_graph_def
-from tf_tofu.search import baselines, problem
+from tf_tofu.search import baselines
+from tf_tofu.graph import view
 
 
 @dataclasses.dataclass
@@ -46,7 +47,7 @@ class _Entry:
   """Everything made for one input signature."""
 
   graph: graph_lib.TofuGraph
-  search_graph: problem.SearchGraph
+  search_graph: view.SearchGraph
   structured_outputs: Any
   plan: Plan
   partitioned: Partitioned
@@ -93,7 +94,7 @@ class Function:
       missing = [v.name for v in g.variables if v.handle not in g.live_handles]
       if missing:
         raise ValueError(f"variables {missing[:3]} of the step have no live value to shard")
-      sgraph = problem.from_tofu_graph(g, self.describer)
+      sgraph = view.from_tofu_graph(g, self.describer)
       result = baselines.plan_with(self.planner, sgraph, len(self.devices), self.describer,
                                    api.search_options(sgraph, self.constraints))
       plan = plan_from_search(result, sgraph, self.planner, self.devices)
@@ -120,7 +121,7 @@ class Function:
     """The rewrite for the signature of ``args``, with its feed, fetch and variable maps."""
     return self._entry(args).partitioned
 
-  def traced(self, *args: Any) -> tuple[graph_lib.TofuGraph, problem.SearchGraph]:
+  def traced(self, *args: Any) -> tuple[graph_lib.TofuGraph, view.SearchGraph]:
     """The ingested step for the signature of ``args``, and the search's view of it."""
     e = self._entry(args)
     return e.graph, e.search_graph

@@ -43,12 +43,13 @@ def main(argv):
   from tf_tofu.opdefs.registry import Describer
   from tf_tofu.core.plan import _human, plan_from_search
   from tf_tofu.rewrite import partition_graph_def
-  from tf_tofu.search import baselines, problem
+  from tf_tofu.search import baselines
+  from tf_tofu.graph import view
   rows = []
   for key in FLAGS.models:
     step, graph, ingest_s = build_graph(key, FLAGS.sizes)
     describer = Describer()
-    sgraph = problem.from_tofu_graph(graph, describer)
+    sgraph = view.from_tofu_graph(graph, describer)
     start = time.perf_counter()
     result = baselines.plan_with(FLAGS.planner, sgraph, FLAGS.k, describer,
                                  search_options(sgraph))

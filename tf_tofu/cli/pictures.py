@@ -49,7 +49,7 @@ import uuid
 from typing import Sequence
 
 from tf_tofu.core.plan import Plan, _human
-from tf_tofu.search.problem import SearchGraph
+from tf_tofu.graph.view import SearchGraph
 
 FEED_OPS = frozenset({"Placeholder", "PlaceholderWithDefault", "_Arg"})
 DOT_TIMEOUT_SECONDS = 300

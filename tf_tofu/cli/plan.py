@@ -53,12 +53,13 @@ def make_plan(graph, describer):
   from tf_tofu import api
   from tf_tofu.core import devices as devices_lib
   from tf_tofu.core.plan import plan_from_search
-  from tf_tofu.search import baselines, problem
+  from tf_tofu.search import baselines
+  from tf_tofu.graph import view
   from tf_tofu.search.baselines import PLANNERS
   if FLAGS.planner not in PLANNERS:
     raise cli_inputs.UsageError(f"--planner={FLAGS.planner!r}; choose one of {sorted(PLANNERS)}")
   names = devices_lib.resolve(devices_flag())
-  sgraph = problem.from_tofu_graph(graph, describer)
+  sgraph = view.from_tofu_graph(graph, describer)
   result = baselines.plan_with(FLAGS.planner, sgraph, len(names), describer,
                                api.search_options(sgraph))
   return sgraph, plan_from_search(result, sgraph, FLAGS.planner, names)

@@ -76,7 +76,7 @@ def main(argv) -> int:
   from tf_tofu.ops import shapes
   from tf_tofu.core.plan import PlanError
   from tf_tofu.rewrite import export, partition_graph_def
-  from tf_tofu.search import problem
+  from tf_tofu.graph import view
   try:
     if not FLAGS.output:
       raise cli_inputs.UsageError("--output is required (a .pb/.pbtxt file or a SavedModel "
@@ -91,7 +91,7 @@ def main(argv) -> int:
     graph = cli_inputs.load_graph()
     describer = Describer()
     if FLAGS.plan_in:
-      sgraph = problem.from_tofu_graph(graph, describer)
+      sgraph = view.from_tofu_graph(graph, describer)
       plan = _load_plan(sgraph, describer)
     else:
       sgraph, plan = plan_command.make_plan(graph, describer)

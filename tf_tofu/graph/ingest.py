@@ -1,6 +1,6 @@
 """From a traced function or a GraphDef to one flat GraphDef with every shape known.
 
-The pipeline (DESIGN.md section 3):
+The pipeline (docs/design.md section 3):
 
 1. refuse control flow (``While``/``If``/``Case``, v1 ``Switch``/``Merge``/...)
    anywhere in the graph or its function library, naming the op;

@@ -1,6 +1,6 @@
 """Forward <-> backward links of a training step, read off the graph's structure.
 
-Coarsening (TOFU.md section 6) groups each forward op with the gradient ops TF
+Coarsening (docs/method.md section 6) groups each forward op with the gradient ops TF
 generated for it, each tensor with its gradient, and each variable with its
 gradient, gradient accumulation and update.  A traced step carries no such
 record, so this module recovers it from the dataflow (names such as

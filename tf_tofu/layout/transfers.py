@@ -1,6 +1,6 @@
 """The bytes a conversion moves, as explicit pieces: source device, destination, box.
 
-TOFU.md section 5 prices conversions between states; here every conversion is
+docs/method.md section 5 prices conversions between states; here every conversion is
 spelled out piece by piece, so the search can add up exactly what the rewrite
 will send.  Two primitives:
 

@@ -1,6 +1,6 @@
 """Symbolic interval analysis: from a TDL description to partition strategies.
 
-TOFU.md section 4.  Every index variable ``v`` ranges over ``[0, V)``.  To cut
+docs/method.md section 4.  Every index variable ``v`` ranges over ``[0, V)``.  To cut
 ``v`` n ways, worker ``w`` takes ``v`` in its block ``[lo_w, hi_w)`` (see
 ``regions.block``) while every other variable keeps its full range.  Each
 access ``T[e_1, ..., e_r]`` then reaches, on dim ``d``, the interval

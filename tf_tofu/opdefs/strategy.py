@@ -1,4 +1,4 @@
-"""States of a tensor and the partition strategies of an op (TOFU.md sections 4-5).
+"""States of a tensor and the partition strategies of an op (docs/method.md sections 4-5).
 
 A tensor at one recursion level is in one :data:`State`:
 

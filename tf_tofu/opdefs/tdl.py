@@ -1,7 +1,7 @@
 """TDL: the small language in which an operator's semantics are written.
 
 An operator is described as a lambda from output coordinates to the value at
-those coordinates (TOFU.md section 3)::
+those coordinates (docs/method.md section 3)::
 
     matmul(A, B) = lambda i, j: Sum(lambda k: A[i, k] * B[k, j])
 

@@ -1,7 +1,7 @@
 """NodeDef builders for what the rewrite inserts: slices, concats, sums, collectives.
 
 Everything here writes plain ``NodeDef`` protos into a :class:`GraphBuilder`;
-nothing runs.  Every node gets an explicit ``device`` (DESIGN.md section 3:
+nothing runs.  Every node gets an explicit ``device`` (docs/design.md section 3:
 colocation and soft placement are never relied on), and every helper returns
 the name of the tensor it makes (``"node"`` for output 0, ``"node:i"``
 otherwise), ready to be used as an input of the next node.
@@ -379,7 +379,7 @@ def ordering_token(b: GraphBuilder, name: str, device: str) -> str:
   """A per-device resource handle passed to that device's collectives as ordering token.
 
   It is never created or read; inside a traced ``tf.function`` automatic
-  control dependencies order the collectives that share it (DESIGN.md 3).
+  control dependencies order the collectives that share it (docs/design.md section 3).
   """
   return b.add("VarHandleOp", name, [], device,
                {"dtype": "float32", "shape": [], "container": "", "shared_name": name})

@@ -1,6 +1,6 @@
 """The bytes a partitioned GraphDef moves between devices, read off the graph itself.
 
-Two kinds of traffic (DESIGN.md section 4, "each byte prediction against the
+Two kinds of traffic (docs/design.md section 4, "each byte prediction against the
 graph"):
 
 * *edges*: a data input whose producer sits on another device.  TensorFlow
@@ -11,7 +11,7 @@ graph"):
   instance key) move, for an input of ``b`` bytes per member and a group of
   ``n``: all-gather ``n b (n - 1)`` (every member receives the ``n - 1`` other
   blocks), reduce-scatter ``b (n - 1)``, all-reduce ``2 b (n - 1)``
-  (reduce-scatter then all-gather) - the totals of TOFU.md section 5's table.
+  (reduce-scatter then all-gather) - the totals of the table of docs/method.md section 5.
 
 Shapes come from :class:`tf_tofu.ops.shapes.StaticShapes` (``_output_shapes``
 where a node has it, otherwise TensorFlow's shape functions on an import that

@@ -1,4 +1,4 @@
-"""From a Plan to a partitioned GraphDef (TOFU.md section 7).
+"""From a Plan to a partitioned GraphDef (docs/method.md section 10).
 
 ``partition_graph_def(graph, plan, describer, comm=...)`` builds the GraphDef
 (:mod:`partition`), whose conversions (:mod:`convert`, :mod:`assemble`,

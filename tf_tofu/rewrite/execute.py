@@ -1,7 +1,7 @@
 """Running a partitioned GraphDef: feed slices in, shards out, concatenated on the host.
 
 ``wrap(partitioned)`` imports the GraphDef inside ``tf.compat.v1.wrap_function``
-with every per-device placeholder mapped to a function argument (DESIGN.md
+with every per-device placeholder mapped to a function argument (docs/design.md
 section 3) and returns a callable from whole feed values to whole fetch
 values.  The host slices each feed into the per-device boxes and places each
 slice on its device before the call, and concatenates the fetched shards

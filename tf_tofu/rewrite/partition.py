@@ -75,7 +75,7 @@ from tf_tofu.core.plan import Plan, PlanError
 from tf_tofu.rewrite.assemble import Shard
 from tf_tofu.rewrite.convert import PLAIN, Converter
 from tf_tofu.rewrite import padding
-from tf_tofu.search.problem import SCATTER_OPS, SearchGraph, SOp, update_slots
+from tf_tofu.graph.view import SCATTER_OPS, SearchGraph, SOp, update_slots
 
 FEED_OPS = frozenset({"Placeholder"})
 CONST_OPS = frozenset({"Const"})

@@ -34,7 +34,7 @@ import numpy as np
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
 from tf_tofu.search import coarsen, dp, onecut, recursive
-from tf_tofu.search.problem import SearchGraph
+from tf_tofu.graph.view import SearchGraph
 from tf_tofu.search.tofu import SearchOptions, group_constraints, level_solver
 
 MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"})

@@ -1,9 +1,9 @@
-"""Coarsening: tensors that must share one state per level (TOFU.md section 6).
+"""Coarsening: tensors that must share one state per level (docs/method.md section 6).
 
 Tied into one group (union-find over tensor names):
 
 1. each variable with its reads, the values its updates write (the update's
-   slots element-wise with the variable, ``problem.update_slots``), and its
+   slots element-wise with the variable, ``graph.view.update_slots``), and its
    gradient (variable/gradient/update ties);
 2. each forward tensor with its gradient tensor;
 3. the output of an element-wise op with every input of the same shape (a
@@ -18,7 +18,7 @@ what keeps the DP narrow; they never make a plan incorrect.
 from __future__ import annotations
 
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.search.problem import SearchGraph, update_slots
+from tf_tofu.graph.view import SearchGraph, update_slots
 
 
 class UnionFind:

@@ -1,6 +1,6 @@
 """Exact min-sum dynamic programming over tensor-group states (bucket elimination).
 
-The one-cut problem (TOFU.md section 6) assigns a state ``x_g`` to every tensor
+The one-cut problem (docs/method.md section 7) assigns a state ``x_g`` to every tensor
 group ``g`` and minimises
 
     C(x) = sum_f  F_f(x_{scope(f)}),

@@ -7,7 +7,7 @@ tiles (``tf_tofu.layout.tiling``) say what each device holds and computes, and
 * production: an op's outputs (maybe partial) into the tensor's layout;
 * consumption: the tensor's layout into what each consumer's tiles read (an
   update op reads its slots element-wise with the variable on the shards,
-  its others whole: ``problem.update_slots``);
+  its others whole: ``graph.view.update_slots``);
   Consumers that need exactly the same boxes share one conversion (the
   rewrite sends such a piece once).
 
@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 from tf_tofu.layout import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.opdefs.strategy import State
-from tf_tofu.search.problem import SearchGraph, update_slots
+from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.opdefs.regions import Region
 from tf_tofu.layout.tiling import device_coords, held_regions, num_devices, op_tiles
 

@@ -1,4 +1,4 @@
-"""k-way partitioning by recursive one-cut search (TOFU.md section 6).
+"""k-way partitioning by recursive one-cut search (docs/method.md section 8).
 
 ``k`` is factored into primes ``p_1 ... p_L``; for each distinct order of the
 factors, level ``l`` solves one ``p_l``-way cut of the sub-problem that the
@@ -28,7 +28,7 @@ from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import Cut, State
 from tf_tofu.search import onecut
 from tf_tofu.search.evaluate import Evaluation, evaluate
-from tf_tofu.search.problem import SearchGraph
+from tf_tofu.graph.view import SearchGraph
 from tf_tofu.layout.tiling import descend, sub_block
 from tf_tofu.opdefs.regions import Interval
 

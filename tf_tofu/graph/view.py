@@ -1,4 +1,4 @@
-"""The search's view of a training-step graph: tensors, ops by kind, and tied groups.
+"""The partitioning view of a training step, read by the search and the rewrite alike.
 
 Built once from a :class:`tf_tofu.graph.TofuGraph`.  Every op falls in one kind:
 
