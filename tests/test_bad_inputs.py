@@ -57,7 +57,7 @@ class RunsCorrectlyTest(absltest.TestCase):
   def test_one_device(self):
     w = tf.Variable(np.ones((4, 3)), dtype=tf.float64)
     f = self.assertEquivalent(_sgd_step(w), _inputs(), devices=1)
-    self.assertEqual(f.plan(*_inputs()[0], estimate_memory=False).total_bytes, 0)
+    self.assertEqual(f.plan(*_inputs()[0]).total_bytes, 0)
 
   def test_more_devices_than_any_dim(self):
     w = tf.Variable(np.linspace(0, 1, 6).reshape(2, 3), dtype=tf.float64)
@@ -105,7 +105,7 @@ class RunsCorrectlyTest(absltest.TestCase):
       w.assign_sub(0.01 * tape.gradient(loss, w))
       return loss
     f = self.assertEquivalent(step, _inputs(), devices=4)
-    notes = " ".join(f.plan(*_inputs()[0], estimate_memory=False).notes)
+    notes = " ".join(f.plan(*_inputs()[0]).notes)
     self.assertRegex(notes, r"\(Cumsum\) is left whole on device 0")
 
 

@@ -8,7 +8,7 @@ from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Cut  # noqa: E402
-from tf_tofu.search import baselines  # noqa: E402
+from tf_tofu.search import planners  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 
 
@@ -41,7 +41,7 @@ class MatmulChainTest(parameterized.TestCase):
   def test_flip(self, batch, width, n):
     layers = 6
     graph = matmul_chain(layers, batch, width)
-    res = baselines.plan_with("tofu", graph, n, Describer())
+    res = planners.run("tofu", graph, n, Describer())
     expected = layers * (n - 1) * 4 * min(batch * width, width * width)
     self.assertEqual(res.evaluation.total_bytes, expected)
     self.assertTrue(res.proven_optimal)

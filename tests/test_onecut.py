@@ -11,7 +11,7 @@ from tf_tofu.opdefs import analysis  # noqa: E402
 from tf_tofu.opdefs.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import Partial  # noqa: E402
-from tf_tofu.search import baselines, coarsen, onecut, recursive, tofu  # noqa: E402
+from tf_tofu.search import coarsen, onecut, planners, recursive, tofu  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
@@ -85,7 +85,7 @@ class BruteForceTest(parameterized.TestCase):
   def test_single_level_objective_bounds_exact_bytes(self):
     fg = search_testlib.random_graph(1)
     graph = view.from_tofu_graph(fg)
-    res = baselines.plan_with("tofu", graph, 3, Describer())
+    res = planners.run("tofu", graph, 3, Describer())
     # Consumers needing the same boxes share a conversion, so the exact bytes can
     # only be lower than the DP objective, which prices each consumer.
     self.assertLessEqual(res.evaluation.total_bytes, res.objective)
@@ -103,15 +103,15 @@ class RecursionTest(parameterized.TestCase):
 
   def test_deterministic(self):
     fg = search_testlib.random_graph(4)
-    a = baselines.plan_with("tofu", view.from_tofu_graph(fg), 6, Describer())
-    b = baselines.plan_with("tofu", view.from_tofu_graph(search_testlib.random_graph(4)), 6, Describer())
+    a = planners.run("tofu", view.from_tofu_graph(fg), 6, Describer())
+    b = planners.run("tofu", view.from_tofu_graph(search_testlib.random_graph(4)), 6, Describer())
     self.assertEqual(a.layouts, b.layouts)
     self.assertEqual(a.strategies, b.strategies)
     self.assertEqual(a.evaluation, b.evaluation)
 
   def test_uneven_sizes_run_on_every_device(self):
     fg = search_testlib.random_graph(2)
-    res = baselines.plan_with("tofu", view.from_tofu_graph(fg), 5, Describer())
+    res = planners.run("tofu", view.from_tofu_graph(fg), 5, Describer())
     self.assertEqual(res.factors, (5,))
     self.assertGreaterEqual(res.evaluation.total_bytes, 0)
 

@@ -30,7 +30,7 @@ from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import REP, Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes, transfer_count  # noqa: E402
 from tf_tofu.rewrite import assemble, collective, execute, partition_graph_def  # noqa: E402
-from tf_tofu.search import baselines, evaluate  # noqa: E402
+from tf_tofu.search import evaluate, planners  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
@@ -185,8 +185,8 @@ class PartitionCase(parameterized.TestCase):
     seen = set()
     used = {"collective": 0, "plain": 0}
     for k in KS:
-      for planner in baselines.PLANNERS:
-        res = baselines.plan_with(planner, graph, k, describer)
+      for planner in planners.PLANNERS:
+        res = planners.run(planner, graph, k, describer)
         plan = plans.plan_from_search(res, graph, planner, devices_lib.resolve(k))
         key = (k, plan.factors, tuple(sorted(plan.layouts.items())),
                tuple(sorted(plan.strategies.items())))
@@ -332,7 +332,7 @@ class FixedPlanTest(PartitionCase):
     fg.ops["mm1"].node_def.attr["_class"].list.s.append(b"loc:@x")
     fg.ops["mm1"].node_def.attr["_XlaCompile"].b = True
     graph = view.from_tofu_graph(fg, self.describer)
-    res = baselines.plan_with("tofu", graph, 2, self.describer)
+    res = planners.run("tofu", graph, 2, self.describer)
     plan = plans.plan_from_search(res, graph, "tofu", devices_lib.resolve(2))
     p = self.check(fg, graph, plan, self.describer, "plain")
     for n in p.graph_def.node:

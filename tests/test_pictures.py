@@ -6,6 +6,7 @@ the parsed graph: declared nodes, edge endpoints, labels, tooltips.
 """
 
 import collections
+import dataclasses
 import functools
 import os
 import re
@@ -292,8 +293,8 @@ class HandMadeDotTest(absltest.TestCase):
     self.assertLess(widths["const:c2", "group:q"], widths[a, "group:q"])
 
   def test_ops_the_plan_does_not_group_get_a_node(self):
-    self.plan.op_groups = {"p": ("p", "gp")}
-    _, nodes, edges = parse_dot(pictures.plan_dot(self.graph, self.plan))
+    plan = dataclasses.replace(self.plan, op_groups={"p": ("p", "gp")})
+    _, nodes, edges = parse_dot(pictures.plan_dot(self.graph, plan))
     ids = [n for n, _ in nodes]
     self.assertIn("group:" + self.a, ids)
     self.assertIn("group:q", ids)

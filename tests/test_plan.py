@@ -8,13 +8,13 @@ from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.core.plan import Plan, PlanError, plan_from_search  # noqa: E402
-from tf_tofu.search import baselines  # noqa: E402
+from tf_tofu.search import planners  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 
 
 def make_plan(seed=1, k=4, planner="tofu"):
   graph = view.from_tofu_graph(search_testlib.random_graph(seed))
-  res = baselines.plan_with(planner, graph, k, Describer())
+  res = planners.run(planner, graph, k, Describer())
   return plan_from_search(res, graph, planner, [f"/device:CPU:{i}" for i in range(k)]), graph
 
 

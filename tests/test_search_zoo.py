@@ -7,7 +7,7 @@ from absl.testing import absltest, parameterized
 import tf_tofu
 from tf_tofu import models
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.search.baselines import PLANNERS
+from tf_tofu.search.planners import PLANNERS
 
 ZOO = ("mlp", "wresnet", "lstm", "gpt")
 

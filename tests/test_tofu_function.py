@@ -36,7 +36,7 @@ from tf_tofu.layout import tiling  # noqa: E402
 from tf_tofu.opdefs.strategy import Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes  # noqa: E402
 from tf_tofu.rewrite import partition_graph_def  # noqa: E402
-from tf_tofu.search import baselines  # noqa: E402
+from tf_tofu.search import planners  # noqa: E402
 from tf_tofu.verify import equivalence  # noqa: E402
 
 KS = (2, 3, 4, 8)
@@ -76,7 +76,7 @@ class ZooCase(parameterized.TestCase):
   def check_shards(self, f, xs, what: str):
     """Every shard has its block's shape, on its device; no device holds more than its
     share: per variable, a block of ceil(size / cuts) along every dim the layout cuts."""
-    p, plan = f.partitioned(*xs), f.plan(*xs, estimate_memory=False)
+    p, plan = f.partitioned(*xs), f.plan(*xs)
     _, sgraph = f.traced(*xs)
     shards = f.shard_variables
     held = np.zeros(len(p.devices), np.int64)
@@ -102,7 +102,7 @@ class ZooCase(parameterized.TestCase):
 
   def check_bytes(self, f, xs, what: str):
     _, sgraph = f.traced(*xs)
-    plan = f.plan(*xs, estimate_memory=False)
+    plan = f.plan(*xs)
     for comm in ("plain", "collective"):
       p = (f.partitioned(*xs) if comm == f.comm else
            partition_graph_def(sgraph, plan, f.describer, comm=comm))
@@ -111,7 +111,7 @@ class ZooCase(parameterized.TestCase):
 
 def cases(key: str) -> list[tuple[int, str, str, str]]:
   """The (k, planner, optimizer, comm) cases of a plain-TF model; see the module docstring."""
-  planners = sorted(baselines.PLANNERS)
+  planners = sorted(planners.PLANNERS)
   if os.environ.get("TF_TOFU_FULL_MATRIX") == "1":
     return [(k, pl, opt, ("plain", "collective")[i % 2])
             for i, (k, pl, opt) in enumerate((k, pl, opt) for opt in models.OPTIMIZERS
@@ -142,7 +142,7 @@ class TrainingTest(ZooCase):
       with self.subTest(k=k, planner=planner, optimizer=optimizer):
         f = tf_tofu.function(zoo.step.fn, devices=k, planner=planner, comm=comm)
         xs = zoo.inputs[0]
-        plan = f.plan(*xs, estimate_memory=False)
+        plan = f.plan(*xs)
         key_ = (k, optimizer, comm, tuple(sorted(plan.layouts.items())),
                 tuple(sorted(plan.strategies.items())))
         if key_ in seen:
@@ -230,10 +230,11 @@ class FunctionApiTest(ZooCase):
 
   def test_plan_reports_memory(self):
     zoo = self.zoo("gpt", "tf", "sgd")
-    plan = tf_tofu.function(zoo.step.fn, devices=4).plan(*zoo.inputs[0])
-    self.assertEqual(len(plan.memory["per_device"]), 4)
-    self.assertGreater(plan.memory["single_device"], plan.memory["ideal"])
-    self.assertIn("peak memory per device", plan.report())
+    f = tf_tofu.function(zoo.step.fn, devices=4)
+    estimate = f.memory(*zoo.inputs[0])
+    self.assertEqual(len(estimate["per_device"]), 4)
+    self.assertGreater(estimate["single_device"], estimate["ideal"])
+    self.assertIn("peak memory per device", f.plan(*zoo.inputs[0]).report(memory=estimate))
 
   def test_unknown_planner_and_missing_devices(self):
     zoo = self.zoo("mlp", "tf", "sgd")
@@ -258,7 +259,7 @@ class ScatterTest(ZooCase):
     handle = scatter[0].inputs[0]
     f = tf_tofu.function(zoo.step.fn, devices=k, constraints={handle: state})
     what = f"embedding {state} k={k}"
-    layout = f.plan(*zoo.inputs[0], estimate_memory=False).layouts[handle]
+    layout = f.plan(*zoo.inputs[0]).layouts[handle]
     self.assertTrue(all(str(st) == state for st in layout), layout)
     self.check_bytes(f, zoo.inputs[0], what)
     self.check_training(zoo, f, what)

@@ -8,7 +8,7 @@ _LAZY = {
     "plan": "tf_tofu.api",
     "Plan": "tf_tofu.core.plan",
     "SearchOptions": "tf_tofu.search.tofu",
-    "PLANNERS": "tf_tofu.search.baselines",
+    "PLANNERS": "tf_tofu.search.planners",
     "function": "tf_tofu.tofu_function",
     "Function": "tf_tofu.tofu_function",
     "count_transfer_bytes": "tf_tofu.ops.counting",

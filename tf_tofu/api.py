@@ -1,8 +1,14 @@
-"""The public entry points of planning: ``tf_tofu.plan`` and its options.
+"""The public composition: trace -> search -> Plan -> rewrite, written once.
 
     plan = tf_tofu.plan(train_step, x_spec, y_spec, devices=8)           # a tf.function
     plan = tf_tofu.plan(tofu_graph, devices=["/GPU:0", "/GPU:1"], planner="megatron")
     print(plan.report()); open("plan.json", "w").write(plan.to_json())
+    job = tf_tofu.partition(train_step, x_spec, y_spec, devices=8)     # ... and the rewrite
+    job.partitioned.graph_def
+
+:func:`plan_view` is the search step (graph view -> Plan), :func:`partition`
+the whole pipeline; ``tf_tofu.function``, the ``tofu`` command and the
+benchmarks call these rather than composing the stages themselves.
 
 ``constraints`` maps a tensor name to the state(s) it may take (``"cut(0)"``,
 ``"rep"``, or a list of them) or an op name to the strategy it must use (an
@@ -12,13 +18,14 @@ at every level.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from tf_tofu.core import devices as devices_lib
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import state_from_str
 from tf_tofu.core.plan import Plan, plan_from_search
-from tf_tofu.search import baselines
+from tf_tofu.search import planners
 from tf_tofu.graph import view
 from tf_tofu.search.tofu import SearchOptions
 
@@ -57,6 +64,27 @@ def as_graph(fn_or_graph: Any, signature: Sequence[Any]):
   return graph_lib.trace(fn_or_graph, *signature)
 
 
+def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: str = "tofu",
+              constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
+              **options) -> Plan:
+  """Searches a Plan for a graph view (the search step of the pipeline).
+
+  Args:
+    graph: the partitioning view (``tf_tofu.graph.view.from_tofu_graph``).
+    devices: an int k or a list of device names (see ``tf_tofu.core.devices.resolve``).
+    planner: "tofu" or a baseline ("datapar", "allrow", "spartan", "equalchop", "megatron").
+    constraints: user constraints (module docstring).
+    describer: a Describer to share its cache across calls.
+    **options: further SearchOptions fields (max_table, allow_rep_storage).
+  """
+  planners.check(planner)
+  names = devices_lib.resolve(devices)
+  describer = describer or Describer()
+  result = planners.run(planner, graph, len(names), describer,
+                        search_options(graph, constraints, **options))
+  return plan_from_search(result, graph, planner, names)
+
+
 def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planner: str = "tofu",
          constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
          **options) -> Plan:
@@ -65,22 +93,51 @@ def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planne
   Args:
     fn_or_graph: a TofuGraph, or a tf.function / ConcreteFunction with ``signature``.
     *signature: tf.TensorSpecs or example tensors for the function's arguments.
-    devices: an int k or a list of device names (see ``tf_tofu.core.devices.resolve``).
-    planner: "tofu" or a baseline ("datapar", "allrow", "spartan", "equalchop", "megatron").
-    constraints: user constraints (module docstring).
-    describer: a Describer to share its cache across calls.
-    **options: further SearchOptions fields (max_table, allow_rep_storage).
+    devices, planner, constraints, describer, options: as for :func:`plan_view`.
 
   Returns:
     The Plan, with ``total_bytes``, ``proven_optimal``, ``to_json()`` and ``report()``.
   """
-  tofu_graph = as_graph(fn_or_graph, signature)
-  names = devices_lib.resolve(devices)
   describer = describer or Describer()
-  sgraph = view.from_tofu_graph(tofu_graph, describer)
-  result = baselines.plan_with(planner, sgraph, len(names), describer,
-                               search_options(sgraph, constraints, **options))
-  return plan_from_search(result, sgraph, planner, names)
+  graph = view.from_tofu_graph(as_graph(fn_or_graph, signature), describer)
+  return plan_view(graph, devices, planner, constraints, describer, **options)
+
+
+@dataclasses.dataclass(frozen=True)
+class Partitioning:
+  """One pass of the pipeline: the ingested step, its view, its Plan, its rewrite."""
+
+  graph: Any          # tf_tofu.graph.TofuGraph
+  view: view.SearchGraph
+  plan: Plan
+  partitioned: Any    # tf_tofu.rewrite.Partitioned
+
+
+def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.Devices],
+              planner: str = "tofu", comm: str = "plain",
+              constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
+              plan_json: Optional[str] = None, **options) -> Partitioning:
+  """trace -> search -> Plan -> rewrite.
+
+  Args:
+    fn_or_graph, signature: as for :func:`plan`.
+    devices, planner, constraints, describer, options: as for :func:`plan_view`.
+    comm: ``"plain"`` or ``"collective"`` communication in the rewrite.
+    plan_json: apply this Plan (JSON, checked and re-priced by :func:`load_plan`)
+      instead of searching; ``devices`` (None: the plan's own) then names the
+      devices to run it on, as many as the plan has.
+  """
+  from tf_tofu.rewrite import partition_graph_def
+  describer = describer or Describer()
+  tofu_graph = as_graph(fn_or_graph, signature)
+  graph = view.from_tofu_graph(tofu_graph, describer)
+  if plan_json is not None:
+    the_plan = load_plan(plan_json, graph, describer, devices=devices)
+  else:
+    the_plan = plan_view(graph, devices, planner, constraints, describer, **options)
+  p = partition_graph_def(graph, the_plan, describer, comm=comm,
+                          fetches=list(tofu_graph.fetches))
+  return Partitioning(tofu_graph, graph, the_plan, p)
 
 
 def load_plan(text: str, graph, describer: Optional[Describer] = None,

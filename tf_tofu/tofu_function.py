@@ -30,16 +30,14 @@ import tensorflow as tf
 
 from tf_tofu import api, graph as graph_lib
 from tf_tofu.core import devices as devices_lib
-from tf_tofu.graph import ingest as ingest_tf
-from tf_tofu.rewrite import memory
+from tf_tofu.core.plan import Plan
+from tf_tofu.graph import ingest as ingest_tf, view
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.ops import shapes as shapes_lib
-from tf_tofu.core.plan import Plan, plan_from_search
-from tf_tofu.rewrite import execute
+from tf_tofu.rewrite import execute, memory
 from tf_tofu.rewrite.convert import PLAIN
-from tf_tofu.rewrite.partition import Partitioned, partition_graph_def
-from tf_tofu.search import baselines
-from tf_tofu.graph import view
+from tf_tofu.rewrite.partition import Partitioned
+from tf_tofu.search import planners
 
 
 @dataclasses.dataclass
@@ -53,6 +51,7 @@ class _Entry:
   partitioned: Partitioned
   run: Optional[Callable] = None
   shards: Optional[dict] = None
+  memory: Optional[dict] = None
 
 
 def _spec_of(arg: Any) -> tf.TensorSpec:
@@ -72,8 +71,7 @@ class Function:
   def __init__(self, fn: Callable, devices: devices_lib.Devices, planner: str = "tofu",
                comm: str = PLAIN, constraints: Optional[api.Constraints] = None,
                describer: Optional[Describer] = None):
-    if planner not in baselines.PLANNERS:
-      raise ValueError(f"unknown planner {planner!r}; choose one of {sorted(baselines.PLANNERS)}")
+    planners.check(planner)
     self.fn = fn
     self.devices = devices_lib.resolve(devices, must_exist=True)
     self.planner = planner
@@ -94,28 +92,28 @@ class Function:
       missing = [v.name for v in g.variables if v.handle not in g.live_handles]
       if missing:
         raise ValueError(f"variables {missing[:3]} of the step have no live value to shard")
-      sgraph = view.from_tofu_graph(g, self.describer)
-      result = baselines.plan_with(self.planner, sgraph, len(self.devices), self.describer,
-                                   api.search_options(sgraph, self.constraints))
-      plan = plan_from_search(result, sgraph, self.planner, self.devices)
-      p = partition_graph_def(sgraph, plan, self.describer, comm=self.comm,
-                              fetches=list(g.fetches))
+      job = api.partition(g, devices=self.devices, planner=self.planner, comm=self.comm,
+                          constraints=self.constraints, describer=self.describer)
       outputs = cf.structured_outputs
       n_out = 0 if outputs is None else len(tf.nest.flatten(outputs, expand_composites=True))
       if n_out != len(g.fetches):  # checked before any shard is made or updated
         raise ValueError(f"the step returns {n_out} tensors but {len(g.fetches)} were fetched "
                          "from its graph; return tensors (or nothing), not Python values")
-      self._entries[key] = _Entry(g, sgraph, outputs, plan, p)
+      self._entries[key] = _Entry(g, job.view, outputs, job.plan, job.partitioned)
     return self._entries[key]
 
-  def plan(self, *args: Any, estimate_memory: bool = True) -> Plan:
-    """The Plan for the signature of ``args`` (tensors, arrays or tf.TensorSpecs), with the
-    per-device peak-memory estimate of its rewrite (made on first request unless
-    ``estimate_memory=False``: it sizes every node of the partitioned graph)."""
+  def plan(self, *args: Any) -> Plan:
+    """The Plan for the signature of ``args`` (tensors, arrays or tf.TensorSpecs)."""
+    return self._entry(args).plan
+
+  def memory(self, *args: Any) -> dict:
+    """The per-device peak-memory estimate of the rewrite for the signature of ``args``
+    (``tf_tofu.rewrite.memory.plan_memory``; made on first request: it sizes every node
+    of the partitioned graph).  ``plan(...).report(memory=...)`` shows it."""
     e = self._entry(args)
-    if estimate_memory and e.plan.memory is None:
-      e.plan.memory = memory.plan_memory(e.graph, e.partitioned)
-    return e.plan
+    if e.memory is None:
+      e.memory = memory.plan_memory(e.graph, e.partitioned)
+    return e.memory
 
   def partitioned(self, *args: Any) -> Partitioned:
     """The rewrite for the signature of ``args``, with its feed, fetch and variable maps."""

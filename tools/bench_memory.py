@@ -37,23 +37,18 @@ TARGET_REWRITE_S = 60.0
 
 def main(argv):
   del argv
-  from tf_tofu.rewrite import memory
-  from tf_tofu.api import search_options
-  from tf_tofu.core.devices import resolve
-  from tf_tofu.opdefs.registry import Describer
-  from tf_tofu.core.plan import _human, plan_from_search
-  from tf_tofu.rewrite import partition_graph_def
-  from tf_tofu.search import baselines
+  from tf_tofu import api
+  from tf_tofu.core.plan import _human
   from tf_tofu.graph import view
+  from tf_tofu.opdefs.registry import Describer
+  from tf_tofu.rewrite import memory, partition_graph_def
   rows = []
   for key in FLAGS.models:
     step, graph, ingest_s = build_graph(key, FLAGS.sizes)
     describer = Describer()
     sgraph = view.from_tofu_graph(graph, describer)
     start = time.perf_counter()
-    result = baselines.plan_with(FLAGS.planner, sgraph, FLAGS.k, describer,
-                                 search_options(sgraph))
-    plan = plan_from_search(result, sgraph, FLAGS.planner, resolve(FLAGS.k))
+    plan = api.plan_view(sgraph, FLAGS.k, FLAGS.planner, describer=describer)
     plan_s = time.perf_counter() - start
     start = time.perf_counter()
     p = partition_graph_def(sgraph, plan, describer)

@@ -35,8 +35,11 @@ def main(argv):
   from tf_tofu.verify import campaign
   result = campaign.run(FLAGS.examples, FLAGS.seed, FLAGS.out_dir,
                         progress=lambda line: print(line, flush=True))
+  import subprocess
+  head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=benchdoc.ROOT,
+                        capture_output=True, text=True).stdout.strip() or "?"
   kinds = "".join(f"| {kind} | {n} |\n" for kind, n in result.by_kind) or "| (none) | 0 |\n"
-  body = (f"Random float64 training steps (`tf_tofu.verify.random_steps`), each traced, planned, "
+  body = (f"At commit {head}.  Random float64 training steps (`tf_tofu.verify.random_steps`), each traced, planned, "
           f"rewritten and run for two steps on 8 logical CPU devices; checked: losses and "
           f"variables equal the unpartitioned run (max |err| <= 1e-9 max |ref| + 1e-9), counted "
           f"bytes == predicted, every node on a plan device.\n\n"
@@ -46,8 +49,8 @@ def main(argv):
   print(body)
   print(f"{result.summary()} ({result.seconds:.0f} s, seed {result.seed})")
   if FLAGS.write:
-    args = " ".join(sys.argv[1:])
-    benchdoc.write_section("fuzz campaign", f"python tools/fuzz_campaign.py {args}".strip(), body)
+    command = f"python tools/fuzz_campaign.py --examples={FLAGS.examples} --seed={FLAGS.seed}"
+    benchdoc.write_section("fuzz campaign", command, body)
   return 1 if result.failed else 0
 
 

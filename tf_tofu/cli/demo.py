@@ -58,7 +58,7 @@ def main(argv) -> int:
   from tf_tofu import models
   from tf_tofu.cli import pictures
   from tf_tofu.core.plan import _human
-  from tf_tofu.search import baselines
+  from tf_tofu.search import planners
 
   sizes = DEMO_SIZES[FLAGS.model] if FLAGS.size == "demo" else models.TINY[FLAGS.model]
   step = models.build(FLAGS.model, flavor=FLAGS.flavor, optimizer=FLAGS.optimizer, **sizes)
@@ -68,14 +68,15 @@ def main(argv) -> int:
   start = time.perf_counter()
   graph, sgraph = fn.traced(*inputs[0])
   plan = fn.plan(*inputs[0])
+  mem = fn.memory(*inputs[0])
   print(f"traced, planned, rewritten and sized in {time.perf_counter() - start:.1f} s: "
         f"{len(graph.ops)} ops -> {len(fn.partitioned(*inputs[0]).graph_def.node)} nodes on "
         f"{FLAGS.k} devices\n")
-  print(plan.report(top=8))
+  print(plan.report(top=8, memory=mem))
 
   print(f"\nbytes per step across {FLAGS.k} devices:")
   others = {}
-  for planner in sorted(baselines.PLANNERS):
+  for planner in sorted(planners.PLANNERS):
     if planner != "tofu":
       others[planner] = tf_tofu.plan(graph, devices=FLAGS.k, planner=planner,
                                      describer=fn.describer).total_bytes
@@ -84,7 +85,6 @@ def main(argv) -> int:
     ratio = b / plan.total_bytes if plan.total_bytes else float("inf")
     print(f"  {planner:<10} {_human(b):>12}   {ratio:6.2f}x tofu's")
 
-  mem = plan.memory
   print(f"\nestimated peak memory per device (single device {_human(mem['single_device'])}, "
         f"ideal {_human(mem['ideal'])}):")
   for dev, b in mem["per_device"].items():

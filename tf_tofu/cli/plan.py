@@ -49,20 +49,17 @@ def check_outputs() -> dict[str, str]:
 
 
 def make_plan(graph, describer):
-  """``(search graph, Plan)`` for the flags' devices and planner."""
+  """``(graph view, Plan)`` for the flags' devices and planner."""
   from tf_tofu import api
-  from tf_tofu.core import devices as devices_lib
-  from tf_tofu.core.plan import plan_from_search
-  from tf_tofu.search import baselines
   from tf_tofu.graph import view
-  from tf_tofu.search.baselines import PLANNERS
-  if FLAGS.planner not in PLANNERS:
-    raise cli_inputs.UsageError(f"--planner={FLAGS.planner!r}; choose one of {sorted(PLANNERS)}")
-  names = devices_lib.resolve(devices_flag())
-  sgraph = view.from_tofu_graph(graph, describer)
-  result = baselines.plan_with(FLAGS.planner, sgraph, len(names), describer,
-                               api.search_options(sgraph))
-  return sgraph, plan_from_search(result, sgraph, FLAGS.planner, names)
+  from tf_tofu.search import planners
+  try:
+    planners.check(FLAGS.planner)
+  except ValueError as e:
+    raise cli_inputs.UsageError(f"--planner: {e}") from None
+  graph_view = view.from_tofu_graph(graph, describer)
+  return graph_view, api.plan_view(graph_view, devices_flag(), FLAGS.planner,
+                                   describer=describer)
 
 
 def write_outputs(paths: dict[str, str], sgraph, plan, describer) -> None:

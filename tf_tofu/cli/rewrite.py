@@ -56,14 +56,14 @@ def partition_map(p) -> dict:
   }
 
 
-def _load_plan(sgraph, describer):
-  from tf_tofu import api
+def _plan_json():
+  """The text of --plan_in, or None."""
+  if not FLAGS.plan_in:
+    return None
   try:
-    text = open(FLAGS.plan_in).read()
+    return open(FLAGS.plan_in).read()
   except OSError as e:
     raise cli_inputs.UsageError(f"--plan_in={FLAGS.plan_in!r}: {e}") from None
-  devices = plan_command.devices_flag() if FLAGS["devices"].present else None
-  return api.load_plan(text, sgraph, describer, devices=devices)
 
 
 def main(argv) -> int:
@@ -75,8 +75,9 @@ def main(argv) -> int:
   from tf_tofu.opdefs.registry import Describer
   from tf_tofu.ops import shapes
   from tf_tofu.core.plan import PlanError
-  from tf_tofu.rewrite import export, partition_graph_def
-  from tf_tofu.graph import view
+  from tf_tofu import api
+  from tf_tofu.rewrite import export
+  from tf_tofu.search import planners
   try:
     if not FLAGS.output:
       raise cli_inputs.UsageError("--output is required (a .pb/.pbtxt file or a SavedModel "
@@ -90,15 +91,15 @@ def main(argv) -> int:
     paths = plan_command.check_outputs()
     graph = cli_inputs.load_graph()
     describer = Describer()
-    if FLAGS.plan_in:
-      sgraph = view.from_tofu_graph(graph, describer)
-      plan = _load_plan(sgraph, describer)
-    else:
-      sgraph, plan = plan_command.make_plan(graph, describer)
-    p = partition_graph_def(sgraph, plan, describer, comm=FLAGS.comm,
-                            fetches=list(graph.fetches))
-    plan.memory = memory.plan_memory(graph, p)
-    print(plan.report())
+    plan_json = _plan_json()
+    if plan_json is None:
+      planners.check(FLAGS.planner)
+    devices = (plan_command.devices_flag()
+               if plan_json is None or FLAGS["devices"].present else None)
+    job = api.partition(graph, devices=devices, planner=FLAGS.planner, comm=FLAGS.comm,
+                        describer=describer, plan_json=plan_json)
+    sgraph, plan, p = job.view, job.plan, job.partitioned
+    print(plan.report(memory=memory.plan_memory(graph, p)))
     gd = shapes.with_output_shapes(p.graph_def)
     if graph_out:
       text = out.endswith(".pbtxt")

@@ -53,9 +53,11 @@ def _check_devices(devices: Sequence[str]) -> None:
     raise PlanError(f"the plan's devices: {e}") from None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, repr=False)
 class Plan:
-  """A partition plan; see the module docstring."""
+  """A partition plan; see the module docstring.  Immutable: an edited or re-priced plan is
+  a new Plan (``dataclasses.replace``).  The per-device memory estimate of its rewrite is
+  a result of its own (``tf_tofu.rewrite.memory.plan_memory``), shown by ``report``."""
 
   planner: str
   devices: tuple[str, ...]
@@ -72,8 +74,12 @@ class Plan:
   proven_optimal: bool
   notes: tuple[str, ...]
   graph_signature: str
-  search_seconds: float = 0.0
-  memory: Optional[dict] = None
+  search_seconds: float = 0.0   # in the report, not in the JSON (same input, same file)
+
+  def __repr__(self) -> str:
+    return (f"Plan({self.planner}, {self.k} devices, {self.total_bytes} B/step, "
+            f"{len(self.layouts)} tensors, {len(self.strategies)} ops, "
+            f"proven_optimal={self.proven_optimal})")
 
   @property
   def k(self) -> int:
@@ -99,7 +105,6 @@ class Plan:
         "op_groups": {g: list(v) for g, v in sorted(self.op_groups.items())},
         "choices": {o: list(v) for o, v in sorted(self.choices.items())},
         "conversions": list(self.conversions),
-        "memory": self.memory,
     }
 
   def to_json(self, indent: Optional[int] = 1) -> str:
@@ -129,8 +134,7 @@ class Plan:
                  choices={k: tuple(v) for k, v in d["choices"].items()},
                  op_groups={k: tuple(v) for k, v in d["op_groups"].items()},
                  objective=float(d["objective"]), proven_optimal=bool(d["proven_optimal"]),
-                 notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]),
-                 memory=d.get("memory"))
+                 notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]))
     except (KeyError, TypeError, ValueError) as e:
       if isinstance(e, PlanError):
         raise
@@ -155,8 +159,9 @@ class Plan:
 
   # ---------------------------------------------------------------- report
 
-  def report(self, top: int = 12) -> str:
-    """A readable summary: totals, op groups with their strategies, largest conversions."""
+  def report(self, top: int = 12, memory: Optional[Mapping[str, Any]] = None) -> str:
+    """A readable summary: totals, op groups with their strategies, largest conversions,
+    and the per-device peak-memory estimate when ``memory`` (``plan_memory``) is given."""
     lines = [
         f"tf_tofu plan ({self.planner}) for {self.k} devices, levels {' x '.join(map(str, self.factors)) or '-'}",
         f"  predicted bytes per step: {_human(self.total_bytes)} ({self.total_bytes} B); per level: "
@@ -165,9 +170,9 @@ class Plan:
         f"  proven optimal per level: {'yes' if self.proven_optimal else 'no (fallback or heuristic planner)'}"
         f"; search time {self.search_seconds:.2f} s",
     ]
-    if self.memory:
-      lines.append(f"  peak memory per device (estimate): worst {_human(self.memory['worst'])}, "
-                   f"ideal {_human(self.memory['ideal'])} (single device / k)")
+    if memory:
+      lines.append(f"  peak memory per device (estimate): worst {_human(memory['worst'])}, "
+                   f"ideal {_human(memory['ideal'])} (single device / k)")
     rows = []
     for group, members in self.op_groups.items():
       b = sum(self.op_bytes.get(m, 0) for m in members)

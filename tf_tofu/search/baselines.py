@@ -27,13 +27,13 @@ lets it take any of the cuts Tofu could give it, never a replicated copy.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
-from tf_tofu.search import coarsen, dp, onecut, recursive
+from tf_tofu.search import dp, onecut
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.search.tofu import SearchOptions, group_constraints, level_solver
 
@@ -167,23 +167,3 @@ def megatron(describer, options):
           upstream[t] = srcs
     return out
   return _solver_with(allowed, describer, options)
-
-
-PLANNERS: Mapping[str, Callable] = {
-    "tofu": level_solver,
-    "datapar": datapar,
-    "allrow": allrow,
-    "spartan": spartan,
-    "equalchop": equalchop,
-    "megatron": megatron,
-}
-
-
-def plan_with(planner: str, graph: SearchGraph, k: int, describer: Describer,
-              options: SearchOptions | None = None) -> recursive.SearchResult:
-  """Runs ``planner`` (a key of PLANNERS) over every factor order of k."""
-  if planner not in PLANNERS:
-    raise ValueError(f"unknown planner {planner!r}; choose one of {sorted(PLANNERS)}")
-  options = options or SearchOptions()
-  groups = coarsen.tensor_groups(graph, describer)
-  return recursive.search(graph, groups, k, describer, PLANNERS[planner](describer, options))

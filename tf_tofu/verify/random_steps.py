@@ -385,7 +385,7 @@ def check(spec: StepSpec) -> list[str]:
     ref = equivalence.Reference(fn, inputs)
     f = tf_tofu.function(fn, devices=spec.k, planner=spec.planner, comm=spec.comm)
     xs = inputs[0]
-    plan = f.plan(*xs, estimate_memory=False)
+    plan = f.plan(*xs)
     p = f.partitioned(*xs)
     failures = []
     counted = tf_tofu.count_transfer_bytes(p.graph_def)
