@@ -111,14 +111,14 @@ class ZooCase(parameterized.TestCase):
 
 def cases(key: str) -> list[tuple[int, str, str, str]]:
   """The (k, planner, optimizer, comm) cases of a plain-TF model; see the module docstring."""
-  planners = sorted(planners.PLANNERS)
+  names = sorted(planners.PLANNERS)
   if os.environ.get("TF_TOFU_FULL_MATRIX") == "1":
     return [(k, pl, opt, ("plain", "collective")[i % 2])
             for i, (k, pl, opt) in enumerate((k, pl, opt) for opt in models.OPTIMIZERS
-                                              for k in KS for pl in planners)]
+                                              for k in KS for pl in names)]
   m = MODELS.index(key)
   return [(KS[(m + i) % len(KS)], pl, models.OPTIMIZERS[(m + i) % 2],
-           ("plain", "collective")[(m + i // 2) % 2]) for i, pl in enumerate(planners)]
+           ("plain", "collective")[(m + i // 2) % 2]) for i, pl in enumerate(names)]
 
 
 class TrainingTest(ZooCase):

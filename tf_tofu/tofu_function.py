@@ -61,10 +61,6 @@ def _spec_of(arg: Any) -> tf.TensorSpec:
   return tf.TensorSpec(t.shape, t.dtype)
 
 
-def _handle(live: Any):
-  return live.handle if hasattr(live, "handle") else live
-
-
 class Function:
   """A training step partitioned across ``devices``; see the module docstring."""
 
@@ -130,18 +126,11 @@ class Function:
 
   # ---------------------------------------------------------------- variables
 
-  def _values(self, e: _Entry) -> dict[str, np.ndarray]:
-    out = {}
-    for h, v in e.partitioned.variables.items():
-      out[h] = tf.raw_ops.ReadVariableOp(resource=_handle(e.graph.live_handles[h]),
-                                         dtype=tf.as_dtype(v.dtype)).numpy()
-    return out
-
   def _activate(self, e: _Entry) -> None:
     if self._active is e:
       return
     self.sync_variables()
-    values = self._values(e)
+    values = e.graph.variable_values(list(e.partitioned.variables))
     if e.shards is None:
       e.shards = execute.create_shards(e.partitioned, values)
       e.run = execute.wrap(e.partitioned, list(e.graph.fetches), e.shards)
@@ -157,10 +146,7 @@ class Function:
     e = self._active
     if e is None:
       return
-    for h, value in execute.assemble_variables(e.partitioned, e.shards).items():
-      live = e.graph.live_handles[h]
-      tf.raw_ops.AssignVariableOp(resource=_handle(live),
-                                  value=tf.constant(value, dtype=tf.as_dtype(value.dtype)))
+    e.graph.assign_variables(execute.assemble_variables(e.partitioned, e.shards))
 
   @property
   def shard_variables(self) -> dict[str, tf.Variable]:

@@ -21,7 +21,6 @@ What it does, in order, printing as it goes:
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from absl import app, flags
@@ -52,7 +51,6 @@ def main(argv) -> int:
   from tf_tofu.core import devices
   devices.split_cpu(FLAGS.k)
   import numpy as np
-  import tensorflow as tf
 
   import tf_tofu
   from tf_tofu import models
@@ -99,18 +97,7 @@ def main(argv) -> int:
                                  fn.describer)
     print(f"\nwrote {os.path.join(FLAGS.out_dir, 'plan.json')}, {', '.join(written)}")
 
-  handles = {v.handle: v for v in graph.variables}
-  live = {h: graph.live_handles[h] for h in handles}
-
-  def values():
-    return {h: tf.raw_ops.ReadVariableOp(resource=getattr(v, "handle", v),
-                                         dtype=handles[h].dtype).numpy() for h, v in live.items()}
-
-  def restore(vals):
-    for h, v in live.items():
-      tf.raw_ops.AssignVariableOp(resource=getattr(v, "handle", v),
-                                  value=tf.constant(vals[h], handles[h].dtype))
-
+  values, restore = graph.variable_values, graph.assign_variables
   initial = values()
   print(f"\ntraining {FLAGS.steps} steps, partitioned and unpartitioned, from the same values:")
   start = time.perf_counter()
@@ -128,7 +115,7 @@ def main(argv) -> int:
   loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(part, ref))
   var_err = max((float(np.max(np.abs(trained[h] - reference[h])) /
                  max(float(np.max(np.abs(reference[h]))), 1e-30))
-                 for h in handles if reference[h].size), default=0.0)
+                 for h in reference if reference[h].size), default=0.0)
   match = loss_err <= LOSS_RTOL
   best = min(others.items(), key=lambda kv: kv[1]) if others else ("-", 0)
   print(f"  ({part_s:.1f} s partitioned including the first call's setup, {ref_s:.1f} s "

@@ -116,9 +116,7 @@ def main(argv) -> int:
             f"a SavedModel output needs the variables' values, and this GraphDef input has "
             f"none (for {missing[:3]}); write a .pb/.pbtxt GraphDef instead, or rewrite a "
             "SavedModel")
-      values = {h: tf.raw_ops.ReadVariableOp(
-          resource=getattr(graph.live_handles[h], "handle", graph.live_handles[h]),
-          dtype=v.dtype).numpy() for h, v in p.variables.items()}
+      values = graph.variable_values(list(p.variables))
       cli_inputs.write_atomically(out, lambda tmp: export.save(p, values, tmp,
                                                                list(graph.fetches)),
                                   directory=True)

@@ -228,6 +228,29 @@ class TofuGraph:
         return v
     raise KeyError(f"no variable {name!r}")
 
+  def variable_values(self, handles: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
+    """The current value of each live variable (all, or those of ``handles``), by handle
+    tensor.  Needs the live variables of a trace or a SavedModel (``live_handles``)."""
+    by_handle = {v.handle: v for v in self.variables}
+    out = {}
+    for h in (by_handle if handles is None else handles):
+      out[h] = tf.raw_ops.ReadVariableOp(resource=_live_handle(self._live(h)),
+                                         dtype=tf.as_dtype(by_handle[h].dtype)).numpy()
+    return out
+
+  def assign_variables(self, values: Mapping[str, np.ndarray]) -> None:
+    """Writes ``values`` (handle tensor -> array) into the live variables."""
+    by_handle = {v.handle: v for v in self.variables}
+    for h, value in values.items():
+      tf.raw_ops.AssignVariableOp(resource=_live_handle(self._live(h)),
+                                  value=tf.constant(value, tf.as_dtype(by_handle[h].dtype)))
+
+  def _live(self, handle: str):
+    if handle not in self.live_handles:
+      raise ValueError(f"variable {handle!r} has no live value here (a bare GraphDef carries "
+                       "none); trace the step or load a SavedModel")
+    return self.live_handles[handle]
+
   def to_networkx(self):
     """A ``networkx.DiGraph`` of the ops: data edges carry ``tensor``, control edges
     ``control=True``; nodes carry ``op_type`` and ``role``."""
@@ -364,6 +387,11 @@ def trace(fn: Any, *args_or_specs: Any) -> TofuGraph:
 
 
 # ----------------------------------------------------------------------------- assembly
+
+
+def _live_handle(live: Any):
+  """The resource handle of a live variable (a tf.Variable, or already a handle)."""
+  return live.handle if hasattr(live, "handle") else live
 
 
 def _assemble(flat: ingest_tf.Flat, live_handles: Mapping[str, Any], fix: str) -> TofuGraph:

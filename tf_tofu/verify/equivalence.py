@@ -48,10 +48,6 @@ FLOAT32_RTOL = 1e-3
 FLOAT32_ATOL = 1e-5
 
 
-def _handle(live: Any):
-  return live.handle if hasattr(live, "handle") else live
-
-
 def excess(got: Any, want: Any, rtol: float = RTOL, atol: float = ATOL) -> float:
   """``max|got - want| - (rtol * max|want| + atol)``: <= 0 when within tolerance."""
   got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
@@ -94,8 +90,7 @@ class Reference:
     # Every variable the step captures, optimizer slots and counters included (a
     # FuncGraph's own variable list misses those used through raw ops).  Keyed by handle
     # tensor: Keras 3 variable names repeat across layers ("bias").
-    g = graph_lib.trace(fn, *specs)
-    self.live = {v.handle: (g.live_handles[v.handle], v.dtype) for v in g.variables}
+    self.graph = graph_lib.trace(fn, *specs)
     self.initial = self.values()
     self.losses = [self._loss(fn(*xs)) for xs in self.inputs]
     self.final = self.values()
@@ -108,14 +103,12 @@ class Reference:
         np.zeros([0]))
 
   def values(self) -> dict[str, np.ndarray]:
-    """The current value of every variable the step captures."""
-    return {n: tf.raw_ops.ReadVariableOp(resource=_handle(v), dtype=dt).numpy()
-            for n, (v, dt) in self.live.items()}
+    """The current value of every variable the step captures, by handle tensor."""
+    return self.graph.variable_values()
 
   def restore(self) -> None:
     """Sets every variable back to its initial value."""
-    for n, (v, dt) in self.live.items():
-      tf.raw_ops.AssignVariableOp(resource=_handle(v), value=tf.constant(self.initial[n], dt))
+    self.graph.assign_variables(self.initial)
 
   def compare(self, partitioned_fn: Any, rtol: float = RTOL, atol: float = ATOL,
               steps: int | None = None) -> list[Mismatch]:

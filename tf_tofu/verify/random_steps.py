@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
