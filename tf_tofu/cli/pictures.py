@@ -49,9 +49,9 @@ import uuid
 from typing import Sequence
 
 from tf_tofu.core.plan import Plan, _human
+from tf_tofu.graph import vocabulary
 from tf_tofu.graph.view import SearchGraph
 
-FEED_OPS = frozenset({"Placeholder", "PlaceholderWithDefault", "_Arg"})
 DOT_TIMEOUT_SECONDS = 300
 RENDER_FORMATS = ("svg", "png")
 
@@ -155,7 +155,7 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
       nodes[node_of[op.name]].ops.append(op.name)
     elif op.kind == "source" and op.outputs and op.outputs[0] not in graph.variables:
       t = graph.tensors[op.outputs[0]]
-      if op.op_type in FEED_OPS and t.dtype != "resource":
+      if op.op_type in vocabulary.FEED_OPS and t.dtype != "resource":
         nid, attrs = "feed:" + op.name, {"shape": "house"}
       elif any(converted[o] for o in op.outputs):
         nid, attrs = "const:" + op.name, {"shape": "note", "fontsize": 8}

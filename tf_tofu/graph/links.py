@@ -43,14 +43,11 @@ from typing import Mapping, Optional, Sequence
 
 from tf_tofu.graph import attach as grad_attach
 from tf_tofu.graph.attach import hint_scope, real
+from tf_tofu.graph.vocabulary import READ_OPS, SPARSE_UPDATE_PREFIXES, is_update_type
 
 ROLES = ("forward", "backward", "update", "variable", "const", "input", "other")
-READ_OPS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd"})
 # Names of the input that carries the new value / gradient, per update op.
 VALUE_ARGS = ("grad", "delta", "updates", "value")
-SPARSE_UPDATE_PREFIXES = ("ResourceScatter", "ResourceSparseApply")
-UPDATE_PREFIXES = ("Assign", "ResourceApply", "ResourceSparseApply", "ResourceScatter",
-                   "ResourceStridedSliceAssign")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,10 +90,6 @@ class Links:
   variables: Mapping[str, VariableLinks]  # by handle op name
   loss: tuple[str, ...]
   forward_from: str                       # "fetches" or "scopes"
-
-
-def is_update_type(op_type: str) -> bool:
-  return op_type.startswith(UPDATE_PREFIXES)
 
 
 class _Linker(grad_attach.Attacher):

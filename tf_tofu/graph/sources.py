@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from tf_tofu.graph import ingest as ingest_tf, links as grad_links
+from tf_tofu.graph import ingest as ingest_tf, vocabulary
 from tf_tofu.graph.ingest import IngestError
 
 
@@ -64,7 +64,7 @@ def updates_fed_by(gd: graph_pb2.GraphDef, feeds: Sequence[str]) -> list[str]:
     if x not in seen:
       seen.add(x)
       stack.extend(users[x])
-  return [n.name for n in gd.node if n.name in seen and grad_links.is_update_type(n.op)]
+  return [n.name for n in gd.node if n.name in seen and vocabulary.is_update_type(n.op)]
 
 
 def close_names(name: str, names) -> str:

@@ -31,27 +31,10 @@ from typing import Optional
 
 import numpy as np
 
+from tf_tofu.graph.vocabulary import (IGNORED_OPS, RESOURCE_AS_VALUE, SHARD_SLOTS, SOURCE_OPS,
+                                      UPDATE_OPS, VALUE_READ_OPS)
 from tf_tofu.opdefs.description import OpContext, TensorInfo
 from tf_tofu.opdefs.kernels import context_from_node_def
-
-SOURCE_OPS = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "VarHandleOp", "_Arg"})
-READ_OPS = frozenset({"ReadVariableOp"})
-# Update op -> the input slots element-wise with the variable (slot 0 is the variable).
-SHARD_SLOTS = {
-    "AssignVariableOp": (1,), "AssignAddVariableOp": (1,), "AssignSubVariableOp": (1,),
-    "ResourceApplyGradientDescent": (2,),      # var, alpha, delta
-    "ResourceApplyAdam": (1, 2, 9),            # var, m, v, beta1^t, beta2^t, lr, b1, b2, eps, grad
-    "ResourceApplyMomentum": (1, 3),           # var, accum, lr, grad, momentum
-    "ResourceApplyKerasMomentum": (1, 3),
-    "ResourceScatterAdd": (),                  # var, indices, updates (rows by index)
-    "ResourceScatterSub": (),
-}
-UPDATE_OPS = frozenset(SHARD_SLOTS)
-SCATTER_OPS = frozenset({"ResourceScatterAdd", "ResourceScatterSub"})
-# Ops that read a variable through its handle, described as the op on its value.
-RESOURCE_AS_VALUE = {"ResourceGather": "GatherV2"}
-IGNORED_OPS = frozenset({"NoOp"})
-
 
 class UnsupportedVariableOpError(ValueError):
   """A step uses a variable through an op the partitioned variables cannot serve."""
@@ -146,7 +129,7 @@ def _refuse_variable_inputs(op, inputs, var_info) -> None:
   planning, rather than failing later inside TensorFlow."""
   for t in inputs:
     if t in var_info:
-      known = sorted(READ_OPS | UPDATE_OPS | set(RESOURCE_AS_VALUE))
+      known = sorted(VALUE_READ_OPS | UPDATE_OPS | set(RESOURCE_AS_VALUE))
       raise UnsupportedVariableOpError(
           f"op {op.name!r} ({op.op_type}) uses variable {var_info[t].name!r} through its "
           f"handle, which tf_tofu cannot partition (variables are sharded; supported: "
@@ -199,7 +182,7 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
       inputs = inputs + (None,)
     if op.op_type in SOURCE_OPS:
       kind = "source"
-    elif op.op_type in READ_OPS:
+    elif op.op_type in VALUE_READ_OPS:
       kind = "read"
     elif op.op_type in UPDATE_OPS:
       kind = "update"

@@ -75,9 +75,11 @@ from tf_tofu.core.plan import Plan, PlanError
 from tf_tofu.rewrite.assemble import Shard
 from tf_tofu.rewrite.convert import PLAIN, Converter
 from tf_tofu.rewrite import padding
-from tf_tofu.graph.view import SCATTER_OPS, SearchGraph, SOp, update_slots
+from tf_tofu.graph.view import SearchGraph, SOp, update_slots
+from tf_tofu.graph.vocabulary import SCATTER_OPS
 
-FEED_OPS = frozenset({"Placeholder"})
+# Of the vocabulary's sources, those the rewrite rebuilds per device.
+REWRITABLE_FEEDS = frozenset({"Placeholder"})
 CONST_OPS = frozenset({"Const"})
 VARIABLE_SOURCES = frozenset({"Placeholder", "VarHandleOp"})
 STEP_TARGET = "tofu/step"
@@ -154,7 +156,7 @@ def _check_supported(graph: SearchGraph) -> None:
     if op.kind == "source":
       variable = any(t in graph.variables for t in op.outputs)
       if not (op.op_type in CONST_OPS or (op.op_type in VARIABLE_SOURCES and variable)
-              or (op.op_type in FEED_OPS and not variable)):
+              or (op.op_type in REWRITABLE_FEEDS and not variable)):
         raise NotImplementedError(
             f"op {op.name!r} ({op.op_type}): only Placeholder feeds, Const and variable handles "
             "can be sources of a partitioned graph; feed this tensor as a Placeholder instead")
@@ -498,7 +500,7 @@ class _Partitioner:
     for op in self.g.ops:
       if op.kind == "source" and op.outputs and op.outputs[0] in self.g.variables:
         self._variable(op)
-      elif op.kind == "source" and op.op_type in FEED_OPS:
+      elif op.kind == "source" and op.op_type in REWRITABLE_FEEDS:
         self._feed(op)
     controls = control_sources(self.g)
     order = _topological(self.g, controls)

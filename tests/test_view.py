@@ -1,0 +1,57 @@
+"""Tests for tf_tofu.graph.view: every op gets one kind; update slots; laid-out tensors."""
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import absltest
+
+import tf_tofu
+from tf_tofu import models
+from tf_tofu.graph import view
+from tf_tofu.opdefs.registry import Describer
+
+
+class ViewTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    step = models.tiny("mlp", optimizer="adam")
+    cls.graph = tf_tofu.trace(step.fn, *step.input_signature)
+    cls.describer = Describer()
+    cls.view = view.from_tofu_graph(cls.graph, cls.describer)
+
+  def test_kinds(self):
+    kinds = {op.name: op.kind for op in self.view.ops}
+    self.assertEqual(set(kinds.values()) - {"compute", "single", "source", "read", "update",
+                                            "ignored"}, set())
+    for op in self.view.ops:
+      if op.op_type == "MatMul":
+        self.assertEqual(op.kind, "compute", op.name)
+      if op.op_type == "ReadVariableOp":
+        self.assertEqual(op.kind, "read", op.name)
+      if op.op_type == "ResourceApplyAdam":
+        self.assertEqual(op.kind, "update", op.name)
+    self.assertEqual(set(self.view.variables), {v.handle for v in self.graph.variables})
+
+  def test_adam_slots(self):
+    adam = next(op for op in self.view.ops if op.op_type == "ResourceApplyAdam")
+    on_shards, whole = view.update_slots(self.view, adam)
+    self.assertEqual(on_shards, (1, 2, 9))          # m, v, grad: element-wise with the variable
+    self.assertEqual(whole, (3, 4, 5, 6, 7, 8))     # beta powers and hyper-parameters
+
+  def test_laid_out_tensors_are_what_a_plan_lays_out(self):
+    plan = tf_tofu.plan(self.graph, devices=2, describer=self.describer)
+    self.assertEqual(view.laid_out_tensors(self.view), set(plan.layouts))
+
+  def test_a_variable_through_an_unknown_op_is_refused(self):
+    v = tf.Variable(np.ones((4, 3)))
+    fn = tf.function(lambda x: tf.reduce_sum(v.sparse_read([0, 2])) + tf.reduce_sum(
+        tf.raw_ops.ResourceGatherNd(resource=v.handle, indices=[[1]], dtype=tf.float64)) + x,
+                     autograph=False)
+    graph = tf_tofu.trace(fn, tf.TensorSpec([], tf.float64))
+    with self.assertRaisesRegex(view.UnsupportedVariableOpError, r"\(ResourceGatherNd\)"):
+      view.from_tofu_graph(graph, self.describer)
+
+
+if __name__ == "__main__":
+  absltest.main()
