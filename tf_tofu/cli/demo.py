@@ -50,8 +50,6 @@ def main(argv) -> int:
   del argv
   from tf_tofu.core import devices
   devices.split_cpu(FLAGS.k)
-  import numpy as np
-
   import tf_tofu
   from tf_tofu import models
   from tf_tofu.cli import pictures
@@ -97,29 +95,10 @@ def main(argv) -> int:
                                  fn.describer)
     print(f"\nwrote {os.path.join(FLAGS.out_dir, 'plan.json')}, {', '.join(written)}")
 
-  values, restore = graph.variable_values, graph.assign_variables
-  initial = values()
   print(f"\ntraining {FLAGS.steps} steps, partitioned and unpartitioned, from the same values:")
-  start = time.perf_counter()
-  part = [float(fn(*xs)) for xs in inputs]
-  part_s = time.perf_counter() - start
-  fn.sync_variables()
-  trained = values()
-  restore(initial)
-  start = time.perf_counter()
-  ref = [float(step.fn(*xs)) for xs in inputs]
-  ref_s = time.perf_counter() - start
-  reference = values()
-  for i, (a, b) in enumerate(zip(part, ref)):
-    print(f"  step {i + 1}: partitioned {a:.6f}   unpartitioned {b:.6f}")
-  loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(part, ref))
-  var_err = max((float(np.max(np.abs(trained[h] - reference[h])) /
-                 max(float(np.max(np.abs(reference[h]))), 1e-30))
-                 for h in reference if reference[h].size), default=0.0)
+  loss_err, var_err = _train_both(fn, step.fn, graph, inputs)
   match = loss_err <= LOSS_RTOL
   best = min(others.items(), key=lambda kv: kv[1]) if others else ("-", 0)
-  print(f"  ({part_s:.1f} s partitioned including the first call's setup, {ref_s:.1f} s "
-        "unpartitioned)")
   print("\ndemo summary:")
   print(f"  {step.name} on {FLAGS.k} devices: tofu moves {_human(plan.total_bytes)} per step; "
         f"the best baseline ({best[0]}) {_human(best[1])}"
@@ -129,6 +108,33 @@ def main(argv) -> int:
   print(f"  losses {'match' if match else 'DIFFER'}: largest relative difference {loss_err:.1e} "
         f"over {FLAGS.steps} steps (variables {var_err:.1e})")
   return 0 if match else 1
+
+
+def _train_both(fn, original, graph, inputs) -> tuple[float, float]:
+  """Trains ``inputs`` partitioned (``fn``) and unpartitioned (``original``) from the same
+  values; prints both losses per step; returns the largest relative difference of the
+  losses and of the variables."""
+  import numpy as np
+  initial = graph.variable_values()
+  start = time.perf_counter()
+  part = [float(fn(*xs)) for xs in inputs]
+  part_s = time.perf_counter() - start
+  fn.sync_variables()
+  trained = graph.variable_values()
+  graph.assign_variables(initial)
+  start = time.perf_counter()
+  ref = [float(original(*xs)) for xs in inputs]
+  ref_s = time.perf_counter() - start
+  reference = graph.variable_values()
+  for i, (a, b) in enumerate(zip(part, ref)):
+    print(f"  step {i + 1}: partitioned {a:.6f}   unpartitioned {b:.6f}")
+  print(f"  ({part_s:.1f} s partitioned including the first call's setup, {ref_s:.1f} s "
+        "unpartitioned)")
+  loss_err = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(part, ref))
+  var_err = max((float(np.max(np.abs(trained[h] - reference[h])) /
+                 max(float(np.max(np.abs(reference[h]))), 1e-30))
+                 for h in reference if reference[h].size), default=0.0)
+  return loss_err, var_err
 
 
 if __name__ == "__main__":

@@ -172,6 +172,14 @@ def write_atomically(path: str, write: Callable[[str], None], directory: bool = 
       os.remove(tmp)
 
 
+def write_text_atomically(path: str, text: str) -> None:
+  """:func:`write_atomically` of a text file."""
+  def write(tmp: str) -> None:
+    with open(tmp, "w") as f:
+      f.write(text)
+  write_atomically(path, write)
+
+
 def fail(e: Exception) -> int:
   """Prints a usage or input error the way a TF tool does and returns the exit status."""
   import sys

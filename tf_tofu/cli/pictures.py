@@ -45,9 +45,9 @@ import dataclasses
 import os
 import shutil
 import subprocess
-import uuid
 from typing import Sequence
 
+from tf_tofu.cli import inputs
 from tf_tofu.core.plan import Plan, _human
 from tf_tofu.graph import vocabulary
 from tf_tofu.graph.view import SearchGraph
@@ -117,22 +117,34 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
   """
   del describer
   plan.check_matches(graph)
+  nodes, node_of = _nodes(graph, plan)
+  edges = _edges(graph, plan, node_of)
+  return _dot_text(plan, nodes, edges)
+
+
+def _groups(graph: SearchGraph, plan: Plan) -> list[tuple[str, tuple[str, ...]]]:
+  """The plan's op groups in graph order; a compute op it does not group is its own."""
   order = {op.name: i for i, op in enumerate(graph.ops)}
+  ops = {op.name: op for op in graph.ops}
+  groups = {lead: tuple(m for m in members if m in ops) for lead, members in plan.op_groups.items()}
+  grouped = {m for members in groups.values() for m in members}
+  for op in graph.ops:
+    if op.kind in ("compute", "single") and op.name not in grouped and op.name not in groups:
+      groups[op.name] = (op.name,)
+  return sorted(groups.items(), key=lambda kv: (min((order[m] for m in kv[1]),
+                                                    default=len(order)), kv[0]))
+
+
+def _nodes(graph: SearchGraph, plan: Plan) -> tuple[dict[str, "_Node"], dict[str, str]]:
+  """The drawn nodes (op groups, variables, feeds, converted constants) and the node every
+  drawn op belongs to."""
   ops = {op.name: op for op in graph.ops}
   converted = collections.Counter()
   for c in plan.conversions:
     converted[c["tensor"]] += int(c["bytes"])
-
-  # Nodes, and which node every drawn op belongs to.
   nodes: dict[str, _Node] = {}
   node_of: dict[str, str] = {}
-  groups = {lead: tuple(m for m in members if m in ops) for lead, members in plan.op_groups.items()}
-  grouped = {m for members in groups.values() for m in members}
-  for op in graph.ops:  # a compute op the plan does not group is a group of its own
-    if op.kind in ("compute", "single") and op.name not in grouped and op.name not in groups:
-      groups[op.name] = (op.name,)
-  for lead, members in sorted(groups.items(), key=lambda kv: (min(
-      (order[m] for m in kv[1]), default=len(order)), kv[0])):
+  for lead, members in _groups(graph, plan):
     nid = "group:" + lead
     head = ops.get(lead) or (ops[members[0]] if members else None)
     strategy = "/".join(plan.strategies.get(lead) or
@@ -164,13 +176,18 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
       nodes[nid] = _Node(nid, f"{op.name}\n{op.op_type} {_shape(t.shape)} {t.dtype}\n"
                               f"{_layout(plan, op.outputs[0])}", attrs, [op.name])
       node_of[op.name] = nid
+  return nodes, node_of
+
+
+def _edges(graph: SearchGraph, plan: Plan,
+           node_of: dict[str, str]) -> dict[tuple[str, str], "_Edge"]:
+  """Edges along the data flow, parallel tensors merged, with the conversion bytes: a
+  production on every edge of its tensor, a feed on the edges into the ops it feeds."""
   producer = {h: "var:" + h for h in graph.variables}
   for op in graph.ops:
     if op.name in node_of:
       for t in op.outputs:
         producer.setdefault(t, node_of[op.name])
-
-  # Edges along the data flow, parallel tensors merged.
   edges: dict[tuple[str, str], _Edge] = {}
   for op in graph.ops:
     dst = node_of.get(op.name)
@@ -181,7 +198,6 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
       if src is None:
         continue
       edges.setdefault((src, dst), _Edge()).tensors.setdefault(t, 0)
-  # Conversion bytes: production on every edge of its tensor, a feed on the edges into its ops.
   carried: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
   for key, e in edges.items():
     for t in e.tensors:
@@ -198,8 +214,14 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
       e.tensors = {t: b for t, b in e.tensors.items() if b}
       if not e.tensors:
         del edges[src, dst]
-  most = max((e.bytes for e in edges.values()), default=0)
+  return edges
 
+
+def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
+              edges: dict[tuple[str, str], "_Edge"]) -> str:
+  """The DOT text: title, nodes with the bytes their ops cause, edges (red where bytes move,
+  thicker the more)."""
+  most = max((e.bytes for e in edges.values()), default=0)
   factors = " x ".join(map(str, plan.factors)) or "-"
   per_level = ", ".join(_human(b) for b in plan.level_bytes) or "-"
   title = (f"tf_tofu plan ({plan.planner}): k={plan.k} devices, factors {factors}\n"
@@ -235,38 +257,17 @@ def _layout(plan: Plan, tensor: str) -> str:
   return " x ".join(str(s) for s in plan.layouts.get(tensor, ())) or "-"
 
 
-def _temp_beside(path: str, suffix: str = "") -> str:
-  """A fresh name in ``path``'s directory (created by ``open(..., "x")``, so the umask applies)."""
-  parent, base = os.path.split(os.path.abspath(path))
-  return os.path.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp{suffix}")
-
-
-def _write_atomically(path: str, text: str) -> None:
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = _temp_beside(path)
-  try:
-    with open(tmp, "x") as f:
-      f.write(text)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-
-
 def _render(dot: str, source: str, fmt: str, out: str) -> None:
-  tmp = _temp_beside(out, "." + fmt)
-  try:
+  def run(tmp: str) -> None:
     subprocess.run([dot, f"-T{fmt}", source, "-o", tmp], check=True,
                    timeout=DOT_TIMEOUT_SECONDS, capture_output=True, text=True)
-    os.replace(tmp, out)
+  try:
+    inputs.write_atomically(out, run)
   except subprocess.CalledProcessError as e:
     raise RuntimeError(f"{dot} -T{fmt} {source} failed (exit {e.returncode}): "
                        f"{(e.stderr or '').strip()[:2000]}") from e
   except subprocess.TimeoutExpired as e:
     raise RuntimeError(f"{dot} -T{fmt} {source} took over {DOT_TIMEOUT_SECONDS} s") from e
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
 
 
 def write_dot(path: str, graph: SearchGraph, plan: Plan, describer=None) -> list[str]:
@@ -291,7 +292,7 @@ def write_dot(path: str, graph: SearchGraph, plan: Plan, describer=None) -> list
   stem, ext = os.path.splitext(path)
   if ext.lower() in tuple("." + f for f in RENDER_FORMATS):
     raise ValueError(f"write_dot({path!r}): give the .dot path; the {ext} is rendered beside it")
-  _write_atomically(path, plan_dot(graph, plan, describer))
+  inputs.write_text_atomically(path, plan_dot(graph, plan, describer))
   written = [path]
   dot = shutil.which("dot")
   if dot:

@@ -67,7 +67,7 @@ def write_outputs(paths: dict[str, str], sgraph, plan, describer) -> None:
   from tf_tofu.cli import pictures
   if "plan_out" in paths:
     path = paths["plan_out"]
-    cli_inputs.write_atomically(path, lambda tmp: open(tmp, "w").write(plan.to_json()))
+    cli_inputs.write_text_atomically(path, plan.to_json())
     print(f"wrote {path}")
   if "dot" in paths:
     for written in pictures.write_dot(paths["dot"], sgraph, plan, describer):

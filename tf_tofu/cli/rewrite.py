@@ -106,8 +106,8 @@ def main(argv) -> int:
       cli_inputs.write_atomically(out, lambda tmp: tf.io.write_graph(
           gd, *_split(tmp), as_text=text))
       side = out + ".partition.json"
-      cli_inputs.write_atomically(side, lambda tmp: open(tmp, "w").write(
-          json.dumps(partition_map(p), indent=1, sort_keys=True)))
+      cli_inputs.write_text_atomically(side, json.dumps(partition_map(p), indent=1,
+                                                        sort_keys=True))
       print(f"wrote {out} ({len(gd.node)} nodes on {len(p.devices)} devices) and {side}")
     else:
       missing = [v.name for v in graph.variables if v.handle not in graph.live_handles]

@@ -400,29 +400,9 @@ def _assemble(flat: ingest_tf.Flat, live_handles: Mapping[str, Any], fix: str) -
   nodes = {n.name: n for n in gd.node}
   order = _topological(gd)
   ingest_tf.check_static(flat, [nodes[n] for n in order], fix)
-  outputs = {}
-  for name in order:
-    outs, i = [], 0
-    while f"{name}:{i}" in flat.shapes:
-      outs.append(f"{name}:{i}")
-      i += 1
-    outputs[name] = tuple(outs)
-  inputs, controls = {}, {}
-  consumers = collections.defaultdict(list)
-  for name in order:
-    node = nodes[name]
-    data = tuple(ingest_tf.tensor_name(i) for i in node.input if not i.startswith("^"))
-    inputs[name] = data
-    controls[name] = tuple(i[1:] for i in node.input if i.startswith("^"))
-    for k, t in enumerate(data):
-      consumers[t].append((name, k))
-  producer = {t: name for name, outs in outputs.items() for t in outs}
-  arg_names = {name: _input_arg_names(nodes[name], len(inputs[name])) for name in order}
-  sk = grad_links.Skeleton(order=tuple(order), op_type={n: nodes[n].op for n in order},
-                           inputs=inputs, control_inputs=controls, outputs=outputs,
-                           consumers={t: tuple(c) for t, c in consumers.items()},
-                           producer=producer, shape=flat.shapes, dtype=flat.dtypes,
-                           input_arg_names=arg_names)
+  sk = _skeleton(flat, nodes, order)
+  outputs, inputs, controls = sk.outputs, sk.inputs, sk.control_inputs
+  consumers = sk.consumers
   var_info = {op: (r.shape, r.dtype) for op, r in flat.resources.items()}
   var_info.update(_var_handle_info(nodes, order, var_info))
   t1 = time.perf_counter()
@@ -452,18 +432,7 @@ def _assemble(flat: ingest_tf.Flat, live_handles: Mapping[str, Any], fix: str) -
                    opaque_reason=reason, role=links.roles[name])
   t_describe = time.perf_counter() - t2
 
-  variables = []
-  for h, vl in links.variables.items():
-    res = flat.resources.get(h)
-    shape, dtype = var_info[h]
-    trainable = (res.trainable if res is not None and res.trainable is not None
-                 else vl.gradient is not None)
-    variables.append(Variable(
-        name=res.name if res is not None else h, handle=vl.handle, shape=tuple(shape),
-        dtype=dtype, trainable=bool(trainable), reads=vl.reads, updates=vl.updates,
-        gradient=vl.gradient, accumulation=vl.accumulation,
-        gradient_indices=vl.gradient_indices))
-  variables.sort(key=lambda v: v.name)
+  variables = _variables(links, flat.resources, var_info)
   timings = dict(flat.timings)
   timings.update(links=t_links, describe=t_describe,
                  assemble=time.perf_counter() - t0 - t_links - t_describe)
@@ -475,6 +444,51 @@ def _assemble(flat: ingest_tf.Flat, live_handles: Mapping[str, Any], fix: str) -
                    forward_op_of=links.forward_op_of, gradient_of=links.gradient_of,
                    unattached=links.unattached, live_handles=live_handles, loss=links.loss,
                    timings=timings)
+
+
+def _skeleton(flat: ingest_tf.Flat, nodes, order: Sequence[str]) -> grad_links.Skeleton:
+  """The structure the links work on: per op its data and control inputs and outputs,
+  per tensor its producer and consumers, with static shapes and dtypes."""
+  outputs = {}
+  for name in order:
+    outs, i = [], 0
+    while f"{name}:{i}" in flat.shapes:
+      outs.append(f"{name}:{i}")
+      i += 1
+    outputs[name] = tuple(outs)
+  inputs, controls = {}, {}
+  consumers = collections.defaultdict(list)
+  for name in order:
+    node = nodes[name]
+    data = tuple(ingest_tf.tensor_name(i) for i in node.input if not i.startswith("^"))
+    inputs[name] = data
+    controls[name] = tuple(i[1:] for i in node.input if i.startswith("^"))
+    for k, t in enumerate(data):
+      consumers[t].append((name, k))
+  producer = {t: name for name, outs in outputs.items() for t in outs}
+  arg_names = {name: _input_arg_names(nodes[name], len(inputs[name])) for name in order}
+  return grad_links.Skeleton(order=tuple(order), op_type={n: nodes[n].op for n in order},
+                             inputs=inputs, control_inputs=controls, outputs=outputs,
+                             consumers={t: tuple(c) for t, c in consumers.items()},
+                             producer=producer, shape=flat.shapes, dtype=flat.dtypes,
+                             input_arg_names=arg_names)
+
+
+def _variables(links, resources, var_info) -> list[Variable]:
+  """The graph's variables, by name: handle, shape, reads, gradient, updates."""
+  variables = []
+  for h, vl in links.variables.items():
+    res = resources.get(h)
+    shape, dtype = var_info[h]
+    trainable = (res.trainable if res is not None and res.trainable is not None
+                 else vl.gradient is not None)
+    variables.append(Variable(
+        name=res.name if res is not None else h, handle=vl.handle, shape=tuple(shape),
+        dtype=dtype, trainable=bool(trainable), reads=vl.reads, updates=vl.updates,
+        gradient=vl.gradient, accumulation=vl.accumulation,
+        gradient_indices=vl.gradient_indices))
+  variables.sort(key=lambda v: v.name)
+  return variables
 
 
 def _describe(node, ins: Sequence[Tensor], outs: Sequence[Tensor]):

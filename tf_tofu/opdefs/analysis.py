@@ -206,41 +206,18 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
         in_regions.append(Region.whole(shape))
         in_pads.append(tuple((0, 0) for _ in shape))
         continue
-      raw = None
-      own: dict[int, tuple[int, int]] = {}  # per dim, the hull of accesses that vary with var
-      for acc in accs[i]:
-        b = _access_bounds(acc, env)
-        raw = b if raw is None else [(min(a[0], c[0]), max(a[1], c[1]))
-                                     for a, c in zip(raw, b)]
-        for d, e in enumerate(acc.index):
-          if not isinstance(e, tdl._Full) and var in e.vars():
-            lo_d, hi_d = own.get(d, b[d])
-            own[d] = (min(lo_d, b[d][0]), max(hi_d, b[d][1]))
-      if any(raw[d] != rng for d, rng in own.items()):
-        # Another access reads beyond var's range on a dim var cuts (a softmax's
-        # normaliser over the row): the same op run on that region would compute
-        # more than the worker's share, so var cannot be cut.
+      got = _input_region(accs[i], env, var, shape)
+      if got is None:
         return None
-      clamped, pads = [], []
-      for d, (a, b) in enumerate(raw):
-        iv = Interval(a, b + 1).clamp(shape[d])
-        clamped.append(iv)
-        pads.append((max(0, -a), max(0, b + 1 - shape[d])) if not iv.empty else (0, 0))
-      region = Region(tuple(clamped))
+      region, pads = got
       in_regions.append(region)
-      in_pads.append(tuple(pads))
+      in_pads.append(pads)
       regions_per_input[i].append(region)
-    outs = []
-    for out, st, rng in zip(sem.outputs, out_states, out_ranges):
-      if isinstance(st, Cut):
-        ivs = list(Region.whole(out.shape).intervals)
-        ivs[st.dim] = Interval(*rng[w])
-        outs.append(Region(tuple(ivs)))
-      else:
-        outs.append(Region.whole(out.shape))
+    outs = tuple(_output_region(out, st, rng, w)
+                 for out, st, rng in zip(sem.outputs, out_states, out_ranges))
     workers.append(WorkerView(w=w, n=n, var=var.name, var_block=(lo, hi),
                               var_extent=var.extent, input_regions=tuple(in_regions),
-                              input_padding=tuple(in_pads), output_regions=tuple(outs)))
+                              input_padding=tuple(in_pads), output_regions=outs))
 
   needs: list[Optional[InputNeed]] = []
   for i in range(n_inputs):
@@ -253,6 +230,41 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
     needs.append(InputNeed(_classify(regs, op.inputs[i].shape, n), tuple(regs)))
   return Strategy(var=var.name, kind=kind, n=n, inputs=tuple(needs),
                   outputs=tuple(out_states), workers=tuple(workers))
+
+
+def _input_region(accesses, env, var: tdl.Var, shape: tuple[int, ...]):
+  """``(region, padding)`` a worker reads of one input: the hull of its accesses under
+  ``env``, clamped to the shape (what falls outside is padding), or None when cutting
+  ``var`` is not sound for this input."""
+  raw = None
+  own: dict[int, tuple[int, int]] = {}  # per dim, the hull of accesses that vary with var
+  for acc in accesses:
+    b = _access_bounds(acc, env)
+    raw = b if raw is None else [(min(a[0], c[0]), max(a[1], c[1])) for a, c in zip(raw, b)]
+    for d, e in enumerate(acc.index):
+      if not isinstance(e, tdl._Full) and var in e.vars():
+        lo_d, hi_d = own.get(d, b[d])
+        own[d] = (min(lo_d, b[d][0]), max(hi_d, b[d][1]))
+  if any(raw[d] != rng for d, rng in own.items()):
+    # Another access reads beyond var's range on a dim var cuts (a softmax's
+    # normaliser over the row): the same op run on that region would compute
+    # more than the worker's share, so var cannot be cut.
+    return None
+  clamped, pads = [], []
+  for d, (a, b) in enumerate(raw):
+    iv = Interval(a, b + 1).clamp(shape[d])
+    clamped.append(iv)
+    pads.append((max(0, -a), max(0, b + 1 - shape[d])) if not iv.empty else (0, 0))
+  return Region(tuple(clamped)), tuple(pads)
+
+
+def _output_region(out, state: State, ranges, w: int) -> Region:
+  """Worker ``w``'s box of an output: its block on the cut dim, else the whole output."""
+  if not isinstance(state, Cut):
+    return Region.whole(out.shape)
+  ivs = list(Region.whole(out.shape).intervals)
+  ivs[state.dim] = Interval(*ranges[w])
+  return Region(tuple(ivs))
 
 
 def _classify(regions: list[Region], shape: tuple[int, ...], n: int):

@@ -97,41 +97,79 @@ def coordinate_descent(domains: Sequence[int], factors: Sequence[Factor],
   return x
 
 
-def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20) -> Solution:
-  """Minimises the sum of factors over the group states; see the module docstring."""
-  original = list(factors)
-  n = len(domains)
-  live: dict[int, Factor] = dict(enumerate(original))
-  next_id = len(original)
-  touching: dict[int, set] = {g: set() for g in range(n)}
-  for fid, f in live.items():
-    for g in f.scope:
-      touching[g].add(fid)
+class _FactorGraph:
+  """The live factors of a bucket elimination, indexed by the groups they touch."""
 
-  def scope_of(g: int) -> tuple[int, ...]:
+  def __init__(self, domains: Sequence[int], factors: Sequence[Factor]):
+    self.domains = list(domains)
+    self.live: dict[int, Factor] = {}
+    self.touching: dict[int, set] = {g: set() for g in range(len(domains))}
+    self._next_id = 0
+    for f in factors:
+      self.add(f)
+
+  def add(self, f: Factor) -> None:
+    """Adds a factor (a constant one is dropped: the final cost is re-evaluated on the
+    original factors)."""
+    if not f.scope:
+      return
+    self.live[self._next_id] = f
+    for s in f.scope:
+      self.touching[s].add(self._next_id)
+    self._next_id += 1
+
+  def pop(self, fid: int) -> Factor:
+    f = self.live.pop(fid)
+    for s in f.scope:
+      self.touching[s].discard(fid)
+    return f
+
+  def scope_of(self, g: int) -> tuple[int, ...]:
+    """``g`` and every group sharing a factor with it."""
     sc = {g}
-    for fid in touching[g]:
-      sc.update(live[fid].scope)
+    for fid in self.touching[g]:
+      sc.update(self.live[fid].scope)
     return tuple(sorted(sc))
 
-  def score(g: int) -> tuple[int, int]:
-    return int(np.prod([domains[s] for s in scope_of(g)], dtype=np.float64)), g
+  def table_size(self, g: int) -> int:
+    return int(np.prod([self.domains[s] for s in self.scope_of(g)], dtype=np.float64))
 
-  # Groups with a single state are fixed: fold them into their factors first.
-  for g in range(n):
+  def condition(self, g: int, value: int) -> None:
+    """Fixes group ``g`` to state ``value`` in every factor that touches it."""
+    for fid in sorted(self.touching[g]):
+      f = self.pop(fid)
+      i = f.scope.index(g)
+      self.add(Factor(f.scope[:i] + f.scope[i + 1:], np.take(f.table, value, axis=i)))
+
+  def eliminate(self, g: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """Sums the factors touching ``g`` and minimises ``g`` out:
+    ``m(rest) = min_{x_g} sum_f f(x_g, rest)``; returns ``(rest, argmin table)``."""
+    scope = self.scope_of(g)
+    total = np.zeros([self.domains[s] for s in scope])
+    for fid in sorted(self.touching[g]):
+      total = total + _aligned(self.pop(fid), scope)
+    axis = scope.index(g)
+    rest = scope[:axis] + scope[axis + 1:]
+    self.add(Factor(rest, np.min(total, axis=axis)))
+    return rest, np.argmin(total, axis=axis)
+
+
+def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20) -> Solution:
+  """Minimises the sum of factors over the group states; see the module docstring.
+
+  Groups are eliminated cheapest table first (a heap keyed by the size of the
+  table their elimination builds, refreshed when a neighbour changes).  When
+  the cheapest table exceeds ``max_table`` entries (or 32 groups), the most
+  connected group of that scope is conditioned on the coordinate-descent
+  solution instead, and the result is reported as not proven optimal.
+  """
+  original = list(factors)
+  n = len(domains)
+  fg = _FactorGraph(domains, original)
+  for g in range(n):  # groups with a single state are fixed: fold them in first
     if domains[g] == 1:
-      for fid in sorted(touching[g]):
-        f = live.pop(fid)
-        for s in f.scope:
-          touching[s].discard(fid)
-        i = f.scope.index(g)
-        rest = Factor(f.scope[:i] + f.scope[i + 1:], np.take(f.table, 0, axis=i))
-        if rest.scope:
-          live[next_id] = rest
-          for s in rest.scope:
-            touching[s].add(next_id)
-          next_id += 1
-  heap = [(*score(g), 0) for g in range(n)]
+      fg.condition(g, 0)
+  heap = [(fg.table_size(g), g, 0) for g in range(n)]
   heapq.heapify(heap)
   version = [0] * n
   remaining = set(range(n))
@@ -140,62 +178,39 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
   eliminated: list[tuple[int, tuple[int, ...], np.ndarray]] = []
   width = 0
 
-  def drop_factor(fid: int) -> None:
-    for s in live[fid].scope:
-      touching[s].discard(fid)
-    del live[fid]
-
-  def add_factor(f: Factor) -> None:
-    nonlocal next_id
-    if not f.scope:
-      return  # a constant; the final cost is re-evaluated on the original factors
-    live[next_id] = f
-    for s in f.scope:
-      touching[s].add(next_id)
-    next_id += 1
-
   def refresh(groups) -> None:
     for s in groups:
       if s in remaining:
         version[s] += 1
-        heapq.heappush(heap, (*score(s), version[s]))
+        heapq.heappush(heap, (fg.table_size(s), s, version[s]))
 
   while remaining:
     size, g, ver = heapq.heappop(heap)
     if g not in remaining or ver != version[g]:
       continue
-    scope = scope_of(g)
+    scope = fg.scope_of(g)
     if size > max_table or len(scope) > 32:
       if heuristic is None:
         heuristic = coordinate_descent(domains, original)
-      victim = max(scope, key=lambda s: (len(touching[s]), -s))
+      victim = max(scope, key=lambda s: (len(fg.touching[s]), -s))
       fixed_values[victim] = heuristic[victim]
-      for fid in sorted(touching[victim]):
-        f = live[fid]
-        i = f.scope.index(victim)
-        drop_factor(fid)
-        add_factor(Factor(f.scope[:i] + f.scope[i + 1:], np.take(f.table, heuristic[victim], axis=i)))
+      fg.condition(victim, heuristic[victim])
       remaining.discard(victim)
       refresh(scope)
       continue
     width = max(width, len(scope) - 1)
-    total = np.zeros([domains[s] for s in scope])
-    for fid in sorted(touching[g]):
-      total = total + _aligned(live[fid], scope)
-      drop_factor(fid)
-    axis = scope.index(g)
-    new_scope = scope[:axis] + scope[axis + 1:]
-    eliminated.append((g, new_scope, np.argmin(total, axis=axis)))
-    add_factor(Factor(new_scope, np.min(total, axis=axis)))
+    rest, argmin = fg.eliminate(g)
+    eliminated.append((g, rest, argmin))
     remaining.discard(g)
-    refresh(new_scope)
+    refresh(rest)
   assignment = [0] * n
   for g, v in fixed_values.items():
     assignment[g] = v
-  for g, scope, arg in reversed(eliminated):
+  for g, scope, arg in reversed(eliminated):  # back-pointers, last eliminated first
     assignment[g] = int(arg[tuple(assignment[s] for s in scope)]) if scope else int(arg)
   return Solution(tuple(assignment), evaluate(original, assignment), not fixed_values,
                   tuple(sorted(fixed_values)), width)
+
 
 
 def brute_force(domains: Sequence[int], factors: Sequence[Factor]) -> tuple[tuple[int, ...], float]:

@@ -61,78 +61,104 @@ def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, S
   Identical ops (same signature and strategy) share their tiles, and equal
   (layout, need) pairs share their pieces, so repeated blocks are priced once.
   """
-  factors = tuple(factors)
-  held_cache: dict = {}
-  tiles_cache: dict = {}
-  pieces_cache: dict = {}
+  pricer = _Pricer(graph, tuple(factors), layouts, strategies, describer)
+  for op in graph.ops:
+    pricer.add_op(op)
+  pricer.add_feeds()
+  return pricer.result()
 
-  def held(t):
-    key = (graph.tensors[t].shape, tuple(layouts[t]))
-    if key not in held_cache:
-      held_cache[key] = held_regions(key[0], key[1], factors)
-    return key, held_cache[key]
 
-  level_bytes = [0] * len(factors)
-  op_bytes: dict[str, int] = collections.defaultdict(int)
-  conversions = []
-  needs: dict[str, dict[tuple, list[str]]] = collections.defaultdict(dict)
+class _Pricer:
+  """The accumulators and caches of one :func:`evaluate`."""
 
-  def account(tensor, what, levels, ops):
-    size = graph.tensors[tensor].itemsize
+  def __init__(self, graph: SearchGraph, factors: tuple[int, ...],
+               layouts: Mapping[str, Sequence[State]], strategies: Mapping[str, Sequence[str]],
+               describer: Describer):
+    self.graph, self.factors, self.layouts = graph, factors, layouts
+    self.strategies, self.describer = strategies, describer
+    self.k = num_devices(factors)
+    self.held_cache: dict = {}
+    self.tiles_cache: dict = {}
+    self.pieces_cache: dict = {}
+    self.level_bytes = [0] * len(factors)
+    self.op_bytes: dict[str, int] = collections.defaultdict(int)
+    self.conversions: list[Conversion] = []
+    # tensor -> (reader, slot) -> (per-device need, ops needing it)
+    self.needs: dict[str, dict[tuple, tuple]] = collections.defaultdict(dict)
+
+  def held(self, t: str):
+    key = (self.graph.tensors[t].shape, tuple(self.layouts[t]))
+    if key not in self.held_cache:
+      self.held_cache[key] = held_regions(key[0], key[1], self.factors)
+    return key, self.held_cache[key]
+
+  def account(self, tensor: str, what: str, levels: Sequence[int], ops: Sequence[str]) -> None:
+    """Adds a conversion of ``levels[l]`` elements at level l, its bytes shared by ``ops``."""
+    size = self.graph.tensors[tensor].itemsize
     lv = [x * size for x in levels]
     total = sum(lv)
     if total:
       for i, b in enumerate(lv):
-        level_bytes[i] += b
+        self.level_bytes[i] += b
       share = total // len(ops)
       for j, o in enumerate(ops):
-        op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
-      conversions.append(Conversion(tensor, what, total, tuple(lv)))
+        self.op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
+      self.conversions.append(Conversion(tensor, what, total, tuple(lv)))
 
-  def elements_per_level(pieces):
-    lv = [0] * len(factors)
+  def elements_per_level(self, pieces) -> list[int]:
+    lv = [0] * len(self.factors)
     for p in pieces:
-      lv[piece_level(p, factors)] += p.elements
+      lv[piece_level(p, self.factors)] += p.elements
     return lv
 
-  k = num_devices(factors)
-  for op in graph.ops:
+  def add_op(self, op) -> None:
+    """Prices what ``op`` produces and records what it needs (priced by :meth:`add_feeds`)."""
+    graph = self.graph
     if op.kind == "update":
       # Runs on every shard; inputs not element-wise with the variable are needed whole.
       for i in update_slots(graph, op)[1]:
         t = op.inputs[i]
         whole = Region.whole(graph.tensors[t].shape)
-        needs[t].setdefault(("update", i), ((whole,) * k, []))[1].append(op.name)
-      continue
+        self.needs[t].setdefault(("update", i), ((whole,) * self.k, []))[1].append(op.name)
+      return
     if op.kind not in ("compute", "single"):
-      continue
-    tkey = (context_key(op.context), tuple(strategies[op.name]))
-    if tkey not in tiles_cache:
-      tiles_cache[tkey] = op_tiles(op.context, strategies[op.name], factors, describer)
-    tiles = tiles_cache[tkey]
+      return
+    tkey = (context_key(op.context), tuple(self.strategies[op.name]))
+    if tkey not in self.tiles_cache:
+      self.tiles_cache[tkey] = op_tiles(op.context, self.strategies[op.name], self.factors,
+                                        self.describer)
+    tiles = self.tiles_cache[tkey]
     for o, t in enumerate(op.outputs):
-      hkey, h = held(t)
+      hkey, h = self.held(t)
       pkey = ("produce", tkey, o, hkey)
-      if pkey not in pieces_cache:
+      if pkey not in self.pieces_cache:
         produced = [tile.outputs[o] if tile else None for tile in tiles]
         keys = [tile.partial_key[o] if tile else None for tile in tiles]
-        pieces_cache[pkey] = elements_per_level(transfers.produce_into(produced, keys, h, factors))
-      account(t, f"produce {op.name}", pieces_cache[pkey], [op.name])
+        self.pieces_cache[pkey] = self.elements_per_level(
+            transfers.produce_into(produced, keys, h, self.factors))
+      self.account(t, f"produce {op.name}", self.pieces_cache[pkey], [op.name])
     for i, t in enumerate(op.inputs):
       if t is None:
         continue
       need = tuple(tile.inputs[i] if tile else None for tile in tiles)
       if all(r is None for r in need):
         continue
-      needs[t].setdefault((tkey, i), (need, []))[1].append(op.name)
-  for t, by_need in needs.items():
-    hkey, h = held(t)
-    merged: dict[tuple, list[str]] = {}
-    for need, ops in by_need.values():
-      merged.setdefault(need, []).extend(ops)
-    for need, ops in merged.items():
-      pkey = ("feed", hkey, need)
-      if pkey not in pieces_cache:
-        pieces_cache[pkey] = elements_per_level(transfers.gather(h, list(need), factors))
-      account(t, "feed " + ", ".join(ops), pieces_cache[pkey], ops)
-  return Evaluation(sum(level_bytes), tuple(level_bytes), dict(op_bytes), tuple(conversions))
+      self.needs[t].setdefault((tkey, i), (need, []))[1].append(op.name)
+
+  def add_feeds(self) -> None:
+    """Prices every tensor's needs, each distinct need once for all the ops sharing it."""
+    for t, by_need in self.needs.items():
+      hkey, h = self.held(t)
+      merged: dict[tuple, list[str]] = {}
+      for need, ops in by_need.values():
+        merged.setdefault(need, []).extend(ops)
+      for need, ops in merged.items():
+        pkey = ("feed", hkey, need)
+        if pkey not in self.pieces_cache:
+          self.pieces_cache[pkey] = self.elements_per_level(
+              transfers.gather(h, list(need), self.factors))
+        self.account(t, "feed " + ", ".join(ops), self.pieces_cache[pkey], ops)
+
+  def result(self) -> Evaluation:
+    return Evaluation(sum(self.level_bytes), tuple(self.level_bytes), dict(self.op_bytes),
+                      tuple(self.conversions))
