@@ -36,7 +36,8 @@ model zoo they are checked against the tape's own record (tests/test_grad_attach
 from __future__ import annotations
 
 import collections
-from typing import Optional, Sequence
+import dataclasses
+from typing import Any, Mapping, Optional, Sequence
 
 GATHER_OPS = frozenset({"GatherV2", "Gather", "ResourceGather"})
 # Ops whose gradient reduces over broadcast dims: reshape(reduce_sum(...), input shape).
@@ -93,10 +94,44 @@ def hint_matches(op: str, forward_op: str) -> bool:
   return _scope(forward_op) == hint
 
 
+@dataclasses.dataclass(frozen=True)
+class Regions:
+  """What the attachment reads of the links' analysis of the step."""
+
+  sk: Any                     # links.Skeleton: the dataflow
+  pos: Mapping[str, int]      # op -> topological position
+  forward: set                # ops of the forward region
+  backward: Sequence[str]     # ops of the backward region, in topological order
+  handle_set: set             # variable handle ops
+  reads: Mapping[str, list]   # handle -> the ops reading its variable
+  resource_of_read: Mapping[str, str]  # reading op -> handle
+  var_info: Mapping[str, tuple]        # handle -> (shape, dtype)
+  gradient_tensors: set       # each variable's gradient tensor
+
+
 class Attacher:
-  """The attachment, mixed into the linker (which provides ``sk``, ``forward``,
-  ``backward``, ``backward_set``, ``pos``, ``handle_set``, ``reads``,
-  ``resource_of_read``, ``var_info``, ``gradient_tensors`` and ``is_const``)."""
+  """The attachment of one step's backward ops (see the module docstring); ``attach``
+  fills ``owner`` (backward op -> forward op) and ``gradient_of_map`` (forward tensor ->
+  its adjoint)."""
+
+  def __init__(self, regions: Regions):
+    self.sk, self.pos, self.forward = regions.sk, regions.pos, regions.forward
+    self.backward = list(regions.backward)
+    self.backward_set = set(self.backward)
+    self.handle_set, self.reads = regions.handle_set, regions.reads
+    self.resource_of_read, self.var_info = regions.resource_of_read, regions.var_info
+    self.gradient_tensors = regions.gradient_tensors
+    self.owner: dict = {}
+    self.adjoint_kind: dict = {}     # backward tensor -> forward tensor it is the full adjoint of
+    self.aggregate: dict = {}        # forward tensor -> aggregated adjoint tensor
+    self._expand_cache: dict = {}
+    self.pending: set = set()
+    self.alias: dict = {}            # output of a backward Identity -> the tensor it renames
+    self.identities: set = set()
+    self.gradient_of_map: dict = {}
+
+  def is_const(self, op: str) -> bool:
+    return self.sk.op_type[op] == "Const"
 
   def fwd_tensors_of(self, f: str) -> tuple[set, set]:
     return set(self.sk.inputs[f]), set(self.sk.outputs[f])
@@ -222,17 +257,11 @@ class Attacher:
     readers' forward op.
     """
     sk = self.sk
-    self.owner: dict = {}
-    self.adjoint_kind: dict = {}     # backward tensor -> forward tensor it is the full adjoint of
-    self.aggregate = {}              # forward tensor -> aggregated adjoint tensor
-    self._expand_cache = {}
     reach = self.gradient_reach()
     root_reach = max((bin(reach.get(c, 0)).count("1") for c in self.backward
                       if not any(sk.producer[t] in self.backward_set for t in sk.inputs[c])),
                      default=0)
-    self.pending: set = set()
     deferred = []
-    self.alias: dict = {}   # output of a backward Identity -> the tensor it renames
     identities = []
     for c in self.backward:
       owned_in = [self.src(t) for t in sk.inputs[c] if sk.producer[t] in self.backward_set

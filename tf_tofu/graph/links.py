@@ -92,7 +92,9 @@ class Links:
   forward_from: str                       # "fetches" or "scopes"
 
 
-class _Linker(grad_attach.Attacher):
+class _Linker:
+  """Regions, roles and variable links of one step; the attachment of its backward ops is
+  a :class:`attach.Attacher` of its own."""
 
   def __init__(self, sk: Skeleton, variables: Mapping[str, tuple], fetches: Sequence[str]):
     self.sk = sk
@@ -384,7 +386,12 @@ class _Linker(grad_attach.Attacher):
     self.dominators()
     var_links = {h: self.gradient_of_variable(h) for h in self.handles}
     self.assign_roles(var_links)
-    self.attach()
+    attacher = grad_attach.Attacher(grad_attach.Regions(
+        sk=self.sk, pos=self.pos, forward=self.forward, backward=self.backward,
+        handle_set=self.handle_set, reads=self.reads, resource_of_read=self.resource_of_read,
+        var_info=self.var_info, gradient_tensors=self.gradient_tensors))
+    attacher.attach()
+    self.owner, self.gradient_of_map = attacher.owner, attacher.gradient_of_map
     final = {}
     for h, vl in var_links.items():
       accumulation = []
