@@ -6,8 +6,11 @@ it initialises, so the first test module to import it splits the CPU into
 node placed on a device that does not exist fails instead of moving.
 """
 
+import contextlib
+
 import tensorflow as tf
 from absl.testing import absltest
+from tensorflow.python.eager import context
 
 COUNT = 8
 try:
@@ -24,3 +27,23 @@ def require(k: int = COUNT) -> None:
   if n < k:
     raise absltest.SkipTest(f"needs {k} logical CPU devices, the process has {n} (TensorFlow "
                             "was initialised before the CPU could be split)")
+
+
+@contextlib.contextmanager
+def run_metadata():
+  """Collects the run metadata (partition graphs) of what runs inside, with Grappler off so
+  that the partition graphs hold the nodes as placed.  Yields a list that holds the
+  ``RunMetadata`` when the block ends."""
+  saved = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+  ctx = context.context()
+  out = []
+  try:
+    ctx.enable_run_metadata()
+    ctx.enable_graph_collection()
+    yield out
+    out.append(ctx.export_run_metadata())
+  finally:
+    ctx.disable_graph_collection()
+    ctx.disable_run_metadata()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": saved})

@@ -18,7 +18,6 @@ K_MAX = cpu_devices.COUNT
 
 from absl.testing import absltest, parameterized  # noqa: E402
 from tensorflow.core.framework import graph_pb2  # noqa: E402
-from tensorflow.python.eager import context  # noqa: E402
 
 from tests import search_testlib  # noqa: E402
 
@@ -386,21 +385,11 @@ class PlacementTest(PartitionCase):
     count = transfer_count(p.graph_def)
     self.assertEqual(count.total, plan.total_bytes)
     # Grappler would fold and rename nodes; without it the partition graphs are ours.
-    saved = tf.config.optimizer.get_experimental_options()
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    ctx = context.context()
-    try:
-      ctx.enable_run_metadata()
-      ctx.enable_graph_collection()
+    with cpu_devices.run_metadata() as collected:
       rng = np.random.default_rng(0)
       feeds = {t: rng.standard_normal(p.shapes[t]).astype(np.float32) for t in p.feeds}
       got = execute.wrap(p)(feeds)
-      md = ctx.export_run_metadata()
-    finally:
-      ctx.disable_graph_collection()
-      ctx.disable_run_metadata()
-      tf.config.optimizer.set_experimental_options(
-          {"disable_meta_optimizer": saved.get("disable_meta_optimizer", False)})
+    md = collected[0]
     want = run_reference(fg, feeds, list(p.fetches))
     for t in p.fetches:
       np.testing.assert_allclose(got[t], want[t], rtol=1e-5, atol=1e-5)

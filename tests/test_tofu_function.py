@@ -28,7 +28,6 @@ import tensorflow as tf
 from tests import cpu_devices  # splits the CPU before TensorFlow starts
 
 from absl.testing import absltest, parameterized  # noqa: E402
-from tensorflow.python.eager import context  # noqa: E402
 
 import tf_tofu  # noqa: E402
 from tf_tofu import models  # noqa: E402
@@ -275,21 +274,13 @@ class PlacementTest(ZooCase):
     f = tf_tofu.function(zoo.step.fn, devices=4, comm=comm)
     xs = zoo.inputs[0]
     p = f.partitioned(*xs)
-    saved = tf.config.optimizer.get_experimental_options()
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    ctx = context.context()
     zoo.reference.restore()
     try:
-      ctx.enable_run_metadata()
-      ctx.enable_graph_collection()
-      f(*xs)
-      md = ctx.export_run_metadata()
+      with cpu_devices.run_metadata() as collected:
+        f(*xs)
     finally:
-      ctx.disable_graph_collection()
-      ctx.disable_run_metadata()
-      tf.config.optimizer.set_experimental_options(
-          {"disable_meta_optimizer": saved.get("disable_meta_optimizer", False)})
       zoo.reference.restore()
+    md = collected[0]
     placed = {}
     for fg in md.function_graphs:
       for pg in fg.partition_graphs:

@@ -138,6 +138,17 @@ def _refuse_variable_inputs(op, inputs, var_info) -> None:
           "a scatter update")
 
 
+def _context(op, graph, tensors: dict[str, STensor], var_info) -> OpContext:
+  """The op's context in the view: its description's own when it has one and reads no
+  variable handle (a handle stands for the variable's value here), else made anew."""
+  if op.semantics is not None and not any(t in var_info for t in op.inputs):
+    return op.semantics.op
+  infos = [TensorInfo(tensors[t].shape, tensors[t].dtype, graph.tensors[t].value)
+           for t in op.inputs]
+  outs = [TensorInfo(tensors[o].shape, tensors[o].dtype) for o in op.outputs]
+  return context_from_node_def(op.node_def, infos, outs)
+
+
 def from_tofu_graph(graph, describer=None) -> SearchGraph:
   """Builds the search view of an ingested :class:`TofuGraph`."""
   from tf_tofu.opdefs.registry import Describer
@@ -167,13 +178,7 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
           (), tuple(op.outputs), None, tuple(op.control_inputs)))
       continue
     op = dataclasses.replace(op, inputs=tuple(alias.get(t, t) for t in op.inputs))
-    infos = []
-    for tname in op.inputs:
-      t = graph.tensors[tname]
-      st = tensors[tname]
-      infos.append(TensorInfo(st.shape, st.dtype, t.value))
-    outs = [TensorInfo(tensors[o].shape, tensors[o].dtype) for o in op.outputs]
-    ctx = context_from_node_def(op.node_def, infos, outs)
+    ctx = _context(op, graph, tensors, var_info)
     inputs = tuple(op.inputs)
     semantics = op.semantics
     reason = op.opaque_reason
