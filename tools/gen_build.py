@@ -1,8 +1,9 @@
 """Writes the Bazel BUILD file from the tree, so that it always matches it.
 
 One ``py_library`` per package under ``tf_tofu/`` (with its direct sources),
-one ``py_test`` per ``tests/test_*.py`` and one ``py_binary`` for each tool
-script.  ``tests/test_build_files.py`` fails when BUILD is stale; refresh it
+one for the tests' shared helpers, one ``py_test`` per ``tests/**/test_*.py``
+(named after its path: ``tests/graph/test_view.py`` is ``graph_test_view``)
+and one ``py_binary`` for each tool script.  ``tests/test_build_files.py`` fails when BUILD is stale; refresh it
 with ``python tools/gen_build.py``.
 """
 
@@ -50,10 +51,19 @@ def generate() -> str:
     if name.endswith(".py"):
       parts.append(f'\npy_binary(\n    name = "{name[:-3]}",\n    srcs = ["tools/{name}"],\n'
                    f'    deps = [\n{_quoted(all_libs)}    ],\n)\n')
-  for name in sorted(os.listdir(os.path.join(ROOT, "tests"))):
-    if name.startswith("test_") and name.endswith(".py"):
-      parts.append(f'\npy_test(\n    name = "{name[:-3]}",\n    srcs = ["tests/{name}"],\n'
-                   f'    deps = [\n{_quoted(all_libs)}    ],\n)\n')
+  helpers, tests = [], []
+  for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, "tests")):
+    dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
+    for name in sorted(filenames):
+      if name.endswith(".py"):
+        path = os.path.relpath(os.path.join(dirpath, name), ROOT).replace(os.sep, "/")
+        (tests if name.startswith("test_") else helpers).append(path)
+  parts.append(f'\npy_library(\n    name = "tests_lib",\n    srcs = [\n{_quoted(sorted(helpers))}    ],\n'
+               f'    deps = [\n{_quoted(all_libs)}    ],\n)\n')
+  for path in sorted(tests):
+    name = path[len("tests/"):-len(".py")].replace("/", "_")
+    parts.append(f'\npy_test(\n    name = "{name}",\n    srcs = ["{path}"],\n'
+                 f'    deps = [\n        ":tests_lib",\n{_quoted(all_libs)}    ],\n)\n')
   return "".join(parts)
 
 

@@ -18,7 +18,7 @@ K = 4
 
 from absl.testing import absltest  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def tofu(*args, cwd=ROOT):

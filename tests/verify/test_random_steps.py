@@ -20,8 +20,8 @@ from tests import cpu_devices
 import tf_tofu  # noqa: E402
 from tf_tofu.verify import random_steps as rs  # noqa: E402
 
-FAST_EXAMPLES = 25
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAST_EXAMPLES = 16
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def setUpModule():

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/cli/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/core/, one file per module."""

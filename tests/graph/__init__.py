@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/graph/, one file per module."""

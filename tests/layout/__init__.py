@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/layout/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/models/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/opdefs/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/ops/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/rewrite/, one file per module."""

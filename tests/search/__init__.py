@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/search/, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of tf_tofu/verify/, one file per module."""
