@@ -6,6 +6,8 @@ _LAZY = {
     "trace": "tf_tofu.graph",
     "TofuGraph": "tf_tofu.graph",
     "plan": "tf_tofu.api",
+    "partition": "tf_tofu.api",
+    "load_plan": "tf_tofu.api",
     "Plan": "tf_tofu.core.plan",
     "SearchOptions": "tf_tofu.search.tofu",
     "PLANNERS": "tf_tofu.search.planners",

@@ -38,7 +38,7 @@ TARGET_REWRITE_S = 60.0
 def main(argv):
   del argv
   from tf_tofu import api
-  from tf_tofu.core.plan import _human
+  from tf_tofu.core.plan import human_bytes
   from tf_tofu.graph import view
   from tf_tofu.opdefs.registry import Describer
   from tf_tofu.rewrite import memory, partition_graph_def
@@ -61,8 +61,8 @@ def main(argv):
     print(f"{key}: {step.name}: {len(graph.ops)} ops -> {len(p.graph_def.node)} nodes on "
           f"{FLAGS.k} devices; ingest {ingest_s:.1f} s, plan {plan_s:.1f} s, rewrite "
           f"{rewrite_s:.1f} s, estimate {memory_s:.1f} s", flush=True)
-    print(f"  single-device peak {_human(single)}; ideal {_human(single / FLAGS.k)}; per device "
-          f"{', '.join(_human(b) for _, b in sorted(est.peak.items()))}", flush=True)
+    print(f"  single-device peak {human_bytes(single)}; ideal {human_bytes(single / FLAGS.k)}; per device "
+          f"{', '.join(human_bytes(b) for _, b in sorted(est.peak.items()))}", flush=True)
     print(f"  worst / ideal = {ratio:.3f} (target <= {TARGET_RATIO}); rewrite "
           f"{'within' if rewrite_s < TARGET_REWRITE_S else 'OVER'} {TARGET_REWRITE_S:.0f} s",
           flush=True)
@@ -76,9 +76,9 @@ def main(argv):
              "worst device | best device | persistent (worst) | worst / ideal |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for key, n_ops, nodes, rewrite_s, single, est, ratio in rows:
-      lines.append(f"| {key} | {n_ops} | {nodes} | {rewrite_s:.1f} | {_human(single)} | "
-                   f"{_human(single / FLAGS.k)} | {_human(est.worst)} | "
-                   f"{_human(min(est.peak.values()))} | {_human(max(est.persistent.values()))} | "
+      lines.append(f"| {key} | {n_ops} | {nodes} | {rewrite_s:.1f} | {human_bytes(single)} | "
+                   f"{human_bytes(single / FLAGS.k)} | {human_bytes(est.worst)} | "
+                   f"{human_bytes(min(est.peak.values()))} | {human_bytes(max(est.persistent.values()))} | "
                    f"{ratio:.3f} |")
     benchdoc.write_section(f"memory per device at k={FLAGS.k}",
                            " ".join(["python tools/bench_memory.py", *sys.argv[1:]]),

@@ -32,8 +32,8 @@ flags.DEFINE_list("planners", ["tofu", "datapar", "allrow", "spartan", "equalcho
 flags.DEFINE_integer("bytes_k", 8, "Device count of the bytes table.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
 
-def _human(b: float) -> str:
-  from tf_tofu.core.plan import _human as h
+def human_bytes(b: float) -> str:
+  from tf_tofu.core.plan import human_bytes as h
   return h(b)
 
 
@@ -51,7 +51,7 @@ def main(argv):
       start = time.perf_counter()
       plan = tf_tofu.plan(graph, devices=k, describer=describer)
       secs = time.perf_counter() - start
-      print(f"  k={k:<3} tofu: {secs:6.2f} s  {_human(plan.total_bytes)}  "
+      print(f"  k={k:<3} tofu: {secs:6.2f} s  {human_bytes(plan.total_bytes)}  "
             f"proven optimal per level: {plan.proven_optimal}", flush=True)
       time_rows.append((key, n_ops, k, secs, plan.total_bytes, plan.proven_optimal))
     results = {}
@@ -59,14 +59,14 @@ def main(argv):
       start = time.perf_counter()
       plan = tf_tofu.plan(graph, devices=FLAGS.bytes_k, planner=planner, describer=describer)
       results[planner] = plan.total_bytes
-      print(f"  k={FLAGS.bytes_k} {planner:<10} {_human(plan.total_bytes):>12} "
+      print(f"  k={FLAGS.bytes_k} {planner:<10} {human_bytes(plan.total_bytes):>12} "
             f"({time.perf_counter() - start:.1f} s)", flush=True)
     byte_rows.append((key, results))
   if FLAGS.write:
     lines = ["| model | ops | k | search s | predicted bytes/step | proven optimal per level |",
              "|---|---|---|---|---|---|"]
     for key, n_ops, k, secs, b, proven in time_rows:
-      lines.append(f"| {key} | {n_ops} | {k} | {secs:.2f} | {_human(b)} | {'yes' if proven else 'no'} |")
+      lines.append(f"| {key} | {n_ops} | {k} | {secs:.2f} | {human_bytes(b)} | {'yes' if proven else 'no'} |")
     benchdoc.write_section("search time", " ".join(["python tools/bench_search.py", *sys.argv[1:]]),
                            "\n".join(lines))
     planners = FLAGS.planners
@@ -75,7 +75,7 @@ def main(argv):
     for key, res in byte_rows:
       base = min(v for p, v in res.items() if p != "tofu")
       ratio = f"{base / res['tofu']:.3f}x" if res.get("tofu") else "-"
-      lines.append(f"| {key} | " + " | ".join(_human(res[p]) for p in planners) + f" | {ratio} |")
+      lines.append(f"| {key} | " + " | ".join(human_bytes(res[p]) for p in planners) + f" | {ratio} |")
     benchdoc.write_section(f"bytes per step at k={FLAGS.bytes_k}",
                            " ".join(["python tools/bench_search.py", *sys.argv[1:]]), "\n".join(lines))
   return 0

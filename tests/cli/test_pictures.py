@@ -23,7 +23,7 @@ from tf_tofu import graph as graph_lib, models
 from tf_tofu.cli import pictures
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import REP, Cut
-from tf_tofu.core.plan import Plan, _human, graph_signature
+from tf_tofu.core.plan import Plan, human_bytes, graph_signature
 from tf_tofu.graph import view
 
 REMOTE = tuple(f"/job:worker/replica:0/task:0/device:GPU:{i}" for i in range(4))
@@ -143,7 +143,7 @@ class ZooDotTest(parameterized.TestCase):
     self.assertIn(f"({plan.planner})", title)
     self.assertIn(f"k={plan.k} devices", title)
     self.assertIn("factors " + " x ".join(map(str, plan.factors)), title)
-    self.assertIn(f"{_human(plan.total_bytes)} per step ({plan.total_bytes} B)", title)
+    self.assertIn(f"{human_bytes(plan.total_bytes)} per step ({plan.total_bytes} B)", title)
     self.assertGreater(plan.total_bytes, 0)
 
     # Every op group exactly once, with its type, member count and strategy per level.
@@ -193,7 +193,7 @@ class ZooDotTest(parameterized.TestCase):
                        list(dict.fromkeys(layout(plan, t) for t in tensors)))
       if moved:
         moving += 1
-        self.assertEqual(label[1:], [_human(moved)])
+        self.assertEqual(label[1:], [human_bytes(moved)])
         self.assertEqual(attrs["color"], "red")
         self.assertGreater(float(attrs["penwidth"]), 1)
       else:

@@ -53,7 +53,7 @@ def main(argv) -> int:
   import tf_tofu
   from tf_tofu import models
   from tf_tofu.cli import pictures
-  from tf_tofu.core.plan import _human
+  from tf_tofu.core.plan import human_bytes
   from tf_tofu.search import planners
 
   sizes = DEMO_SIZES[FLAGS.model] if FLAGS.size == "demo" else models.TINY[FLAGS.model]
@@ -76,16 +76,16 @@ def main(argv) -> int:
     if planner != "tofu":
       others[planner] = tf_tofu.plan(graph, devices=FLAGS.k, planner=planner,
                                      describer=fn.describer).total_bytes
-  print(f"  {'tofu':<10} {_human(plan.total_bytes):>12}")
+  print(f"  {'tofu':<10} {human_bytes(plan.total_bytes):>12}")
   for planner, b in others.items():
     ratio = b / plan.total_bytes if plan.total_bytes else float("inf")
-    print(f"  {planner:<10} {_human(b):>12}   {ratio:6.2f}x tofu's")
+    print(f"  {planner:<10} {human_bytes(b):>12}   {ratio:6.2f}x tofu's")
 
-  print(f"\nestimated peak memory per device (single device {_human(mem['single_device'])}, "
-        f"ideal {_human(mem['ideal'])}):")
+  print(f"\nestimated peak memory per device (single device {human_bytes(mem['single_device'])}, "
+        f"ideal {human_bytes(mem['ideal'])}):")
   for dev, b in mem["per_device"].items():
-    print(f"  {dev:<40} {_human(b):>12}  (of it shards and constants "
-          f"{_human(mem['persistent'][dev])})")
+    print(f"  {dev:<40} {human_bytes(b):>12}  (of it shards and constants "
+          f"{human_bytes(mem['persistent'][dev])})")
 
   if FLAGS.out_dir:
     os.makedirs(FLAGS.out_dir, exist_ok=True)
@@ -100,11 +100,11 @@ def main(argv) -> int:
   match = loss_err <= LOSS_RTOL
   best = min(others.items(), key=lambda kv: kv[1]) if others else ("-", 0)
   print("\ndemo summary:")
-  print(f"  {step.name} on {FLAGS.k} devices: tofu moves {_human(plan.total_bytes)} per step; "
-        f"the best baseline ({best[0]}) {_human(best[1])}"
+  print(f"  {step.name} on {FLAGS.k} devices: tofu moves {human_bytes(plan.total_bytes)} per step; "
+        f"the best baseline ({best[0]}) {human_bytes(best[1])}"
         + (f" ({best[1] / plan.total_bytes:.2f}x)" if plan.total_bytes else ""))
-  print(f"  worst device peak {_human(mem['worst'])} = {mem['ratio']:.2f}x the ideal "
-        f"{_human(mem['ideal'])}")
+  print(f"  worst device peak {human_bytes(mem['worst'])} = {mem['ratio']:.2f}x the ideal "
+        f"{human_bytes(mem['ideal'])}")
   print(f"  losses {'match' if match else 'DIFFER'}: largest relative difference {loss_err:.1e} "
         f"over {FLAGS.steps} steps (variables {var_err:.1e})")
   return 0 if match else 1

@@ -48,7 +48,7 @@ import subprocess
 from typing import Sequence
 
 from tf_tofu.cli import inputs
-from tf_tofu.core.plan import Plan, _human
+from tf_tofu.core.plan import Plan, human_bytes
 from tf_tofu.graph import vocabulary
 from tf_tofu.graph.view import SearchGraph
 
@@ -223,9 +223,9 @@ def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
   thicker the more)."""
   most = max((e.bytes for e in edges.values()), default=0)
   factors = " x ".join(map(str, plan.factors)) or "-"
-  per_level = ", ".join(_human(b) for b in plan.level_bytes) or "-"
+  per_level = ", ".join(human_bytes(b) for b in plan.level_bytes) or "-"
   title = (f"tf_tofu plan ({plan.planner}): k={plan.k} devices, factors {factors}\n"
-           f"{_human(plan.total_bytes)} per step ({plan.total_bytes} B); per level {per_level}")
+           f"{human_bytes(plan.total_bytes)} per step ({plan.total_bytes} B); per level {per_level}")
   lines = [
       "digraph tofu_plan {",
       f"  graph {_attrs(label=title, labelloc='t', fontname='Helvetica', rankdir='TB')};",
@@ -234,7 +234,7 @@ def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
   ]
   for node in nodes.values():
     moved = sum(plan.op_bytes.get(o, 0) for o in node.ops)
-    label = node.label + (f"\n{_human(moved)}" if moved else "")
+    label = node.label + (f"\n{human_bytes(moved)}" if moved else "")
     tooltip = "\n".join(node.ops + [f"{moved} bytes"])
     lines.append(f"  {_quote(node.id)} {_attrs(label=label, tooltip=tooltip, **node.attrs)};")
   for (src, dst), e in edges.items():
@@ -244,7 +244,7 @@ def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
     if e.bytes:
       width = round(1.5 + 3.5 * e.bytes / most, 2)
       style = dict(color="red", fontcolor="red", penwidth=width)
-      label += f"\n{_human(e.bytes)}"
+      label += f"\n{human_bytes(e.bytes)}"
     else:
       style = dict(color="grey60", fontcolor="grey40", penwidth=1)
     lines.append(f"  {_quote(src)} -> {_quote(dst)} "

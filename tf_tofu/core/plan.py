@@ -164,37 +164,37 @@ class Plan:
     and the per-device peak-memory estimate when ``memory`` (``plan_memory``) is given."""
     lines = [
         f"tf_tofu plan ({self.planner}) for {self.k} devices, levels {' x '.join(map(str, self.factors)) or '-'}",
-        f"  predicted bytes per step: {_human(self.total_bytes)} ({self.total_bytes} B); per level: "
-        + ", ".join(_human(b) for b in self.level_bytes),
-        f"  search objective (sum over levels of groups x one-cut cost): {_human(self.objective)}",
+        f"  predicted bytes per step: {human_bytes(self.total_bytes)} ({self.total_bytes} B); per level: "
+        + ", ".join(human_bytes(b) for b in self.level_bytes),
+        f"  search objective (sum over levels of groups x one-cut cost): {human_bytes(self.objective)}",
         f"  proven optimal per level: {'yes' if self.proven_optimal else 'no (fallback or heuristic planner)'}"
         f"; search time {self.search_seconds:.2f} s",
     ]
     if memory:
-      lines.append(f"  peak memory per device (estimate): worst {_human(memory['worst'])}, "
-                   f"ideal {_human(memory['ideal'])} (single device / k)")
+      lines.append(f"  peak memory per device (estimate): worst {human_bytes(memory['worst'])}, "
+                   f"ideal {human_bytes(memory['ideal'])} (single device / k)")
     rows = []
     for group, members in self.op_groups.items():
       b = sum(self.op_bytes.get(m, 0) for m in members)
       lead = group if group in self.strategies else members[0]
       ch = self.choices.get(lead, ())
       alt = ", ".join(
-          f"{c['next_best']} (+{_human(c['next_best_cost'] - c['cost'])})" if c.get("next_best") else "-"
+          f"{c['next_best']} (+{human_bytes(c['next_best_cost'] - c['cost'])})" if c.get("next_best") else "-"
           for c in ch)
       rows.append((b, group, len(members), "/".join(self.strategies.get(lead, ())), alt))
     rows.sort(key=lambda r: (-r[0], r[1]))
     lines.append("")
     lines.append(f"  {'op group':<44} {'ops':>4} {'bytes':>10}  {'strategy per level':<22} next best per level")
     for b, group, count, strat, alt in rows[:top]:
-      lines.append(f"  {group[:44]:<44} {count:>4} {_human(b):>10}  {strat[:22]:<22} {alt}")
+      lines.append(f"  {group[:44]:<44} {count:>4} {human_bytes(b):>10}  {strat[:22]:<22} {alt}")
     if len(rows) > top:
       rest = sum(r[0] for r in rows[top:])
-      lines.append(f"  ... {len(rows) - top} more groups, {_human(rest)}")
+      lines.append(f"  ... {len(rows) - top} more groups, {human_bytes(rest)}")
     lines.append("")
     lines.append("  largest conversions:")
     for c in sorted(self.conversions, key=lambda c: (-c["bytes"], c["tensor"]))[:top]:
-      lines.append(f"    {_human(c['bytes']):>10}  {c['tensor']} ({c['what'][:60]}); per level "
-                   + ", ".join(_human(x) for x in c["level_bytes"]))
+      lines.append(f"    {human_bytes(c['bytes']):>10}  {c['tensor']} ({c['what'][:60]}); per level "
+                   + ", ".join(human_bytes(x) for x in c["level_bytes"]))
     for note in self.notes[:top]:
       lines.append(f"  note: {note}")
     if len(self.notes) > top:
@@ -202,7 +202,8 @@ class Plan:
     return "\n".join(lines)
 
 
-def _human(b: float) -> str:
+def human_bytes(b: float) -> str:
+  """``1536`` -> ``"1.5 KiB"``: bytes in binary units (whole bytes below 1 KiB)."""
   b = float(b)
   for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
     if abs(b) < 1024 or unit == "TiB":
