@@ -43,6 +43,22 @@ class ViewTest(absltest.TestCase):
     plan = tf_tofu.plan(self.graph, devices=2, describer=self.describer)
     self.assertEqual(view.laid_out_tensors(self.view), set(plan.layouts))
 
+  def test_identity_n_is_one_identity_per_tensor(self):
+    step = models.tiny("mlp", flavor="keras", optimizer="adam")
+    graph = tf_tofu.trace(step.fn, *step.input_signature)
+    (idn,) = [op for op in graph.ops.values() if op.op_type == "IdentityN"]
+    v = view.from_tofu_graph(graph, self.describer)
+    parts = [op for op in v.ops if op.name.startswith(idn.name + "/part")]
+    self.assertLen(parts, len(idn.inputs))
+    for i, part in enumerate(parts):
+      self.assertEqual((part.op_type, part.kind), ("Identity", "compute"))
+      self.assertEqual((part.inputs, part.outputs), ((idn.inputs[i],), (idn.outputs[i],)))
+    whole = v.op(idn.name)
+    self.assertEqual(whole.kind, "ignored")
+    self.assertEqual(whole.control_inputs, tuple(p.name for p in parts))
+    plan = tf_tofu.plan(graph, devices=4, describer=self.describer)
+    self.assertEqual([n for n in plan.notes if "left whole" in n], [])
+
   def test_a_variable_through_an_unknown_op_is_refused(self):
     v = tf.Variable(np.ones((4, 3)))
     fn = tf.function(lambda x: tf.reduce_sum(v.sparse_read([0, 2])) + tf.reduce_sum(

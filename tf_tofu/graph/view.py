@@ -149,6 +149,33 @@ def _context(op, graph, tensors: dict[str, STensor], var_info) -> OpContext:
   return context_from_node_def(op.node_def, infos, outs)
 
 
+def _split_identity_n(op, tensors: dict[str, STensor], describer) -> list[SOp]:
+  """``IdentityN`` as one ``Identity`` per tensor it passes on.
+
+  Keras 3 optimizers pass every gradient through one ``IdentityN``; as one op
+  it would need a single strategy for tensors of unrelated shapes (left whole,
+  it gathered every gradient on one device).  Each part ``<op>/part<i>``
+  (``Identity``, element-wise) takes its own strategy and keeps the original
+  output tensor ``<op>:<i>``; an ignored op under the original name, with the
+  parts as its control inputs, stands for the whole where other ops order
+  themselves after it.
+  """
+  parts = []
+  for i, (t_in, t_out) in enumerate(zip(op.inputs, op.outputs)):
+    st = tensors[t_in]
+    ctx = OpContext(name=f"{op.name}/part{i}", op_type="Identity", attrs={"T": st.dtype},
+                    inputs=(TensorInfo(st.shape, st.dtype),),
+                    outputs=(TensorInfo(tensors[t_out].shape, tensors[t_out].dtype),))
+    sem, reason = describer(ctx)
+    kind = "compute" if sem is not None else "single"
+    parts.append(SOp(ctx.name, "Identity", kind, ctx, (t_in,), (t_out,),
+                     reason if kind == "single" else None, tuple(op.control_inputs)))
+  whole = OpContext(name=op.name, op_type="NoOp", attrs={}, inputs=(), outputs=())
+  parts.append(SOp(op.name, "NoOp", "ignored", whole, (), (), None,
+                   tuple(p.name for p in parts)))
+  return parts
+
+
 def from_tofu_graph(graph, describer=None) -> SearchGraph:
   """Builds the search view of an ingested :class:`TofuGraph`."""
   from tf_tofu.opdefs.registry import Describer
@@ -178,6 +205,9 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
           (), tuple(op.outputs), None, tuple(op.control_inputs)))
       continue
     op = dataclasses.replace(op, inputs=tuple(alias.get(t, t) for t in op.inputs))
+    if op.op_type == "IdentityN" and op.inputs:
+      ops.extend(_split_identity_n(op, tensors, describer))
+      continue
     ctx = _context(op, graph, tensors, var_info)
     inputs = tuple(op.inputs)
     semantics = op.semantics
