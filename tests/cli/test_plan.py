@@ -1,0 +1,44 @@
+"""Tests for tf_tofu.cli.plan: tofu plan on a SavedModel, its plan applied by tofu rewrite."""
+
+import json
+import os
+
+import tensorflow as tf
+from absl.testing import absltest
+
+from tests.cli.clitest import K, CommandCase, tofu
+
+
+class PlanCommandTest(CommandCase):
+  """plan -> plan.json -> rewrite --plan_in."""
+
+  def test_plan_a_saved_model_then_rewrite_with_that_plan(self):
+    plan_path, dot = self.out("plan.json"), self.out("plan.dot")
+    text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                        f"--devices={K}", f"--plan_out={plan_path}", f"--dot={dot}"))
+    self.assertIn(f"tf_tofu plan (tofu) for {K} devices", text)
+    from tf_tofu.core.plan import Plan
+    plan = Plan.from_json(open(plan_path).read())
+    self.assertTrue(os.path.exists(dot))
+    # Applying the saved plan rewrites to a GraphDef that moves exactly its bytes.
+    pb = self.out("step.pb")
+    self.ok(tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                 f"--plan_in={plan_path}", f"--output={pb}"))
+    gd = tf.compat.v1.GraphDef()
+    gd.ParseFromString(open(pb, "rb").read())
+    from tf_tofu import count_transfer_bytes
+    self.assertEqual(count_transfer_bytes(gd), plan.total_bytes)
+    side = json.load(open(pb + ".partition.json"))
+    self.assertLen(side["devices"], K)
+    self.assertTrue(side["variables"])
+    for n in gd.node:
+      self.assertIn("_output_shapes", n.attr, n.name)
+    # A device count that contradicts the plan is an error, not silently ignored.
+    other = tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                 f"--plan_in={plan_path}", "--devices=8", f"--output={self.out('x.pb')}")
+    self.assertEqual(other.returncode, 1)
+    self.assertIn(f"8 devices given, the plan has {K}", other.stderr)
+
+
+if __name__ == "__main__":
+  absltest.main()
