@@ -23,12 +23,10 @@ from tests import search_testlib  # noqa: E402
 
 from tf_tofu.core import devices as devices_lib  # noqa: E402
 from tf_tofu.core import plan as plans  # noqa: E402
-from tf_tofu.layout import transfers  # noqa: E402
-from tf_tofu.opdefs.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
 from tf_tofu.opdefs.strategy import REP, Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes, transfer_count  # noqa: E402
-from tf_tofu.rewrite import assemble, collective, execute, partition_graph_def  # noqa: E402
+from tf_tofu.rewrite import execute, partition_graph_def  # noqa: E402
 from tf_tofu.search import evaluate, planners  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402
@@ -411,66 +409,6 @@ class PlacementTest(PartitionCase):
     data_sends = [s for s in sends if s.startswith("import/") and s[len("import/"):] in ours]
     self.assertEqual(len(data_sends), len(count.edges))
     self.assertEqual(count.collective_bytes > 0, comm == "collective")
-
-
-class AssembleTest(parameterized.TestCase):
-
-  def test_one_dim(self):
-    t = Region.of([(0, 8), (0, 4)])
-    parts = [Region.of([(4, 8), (0, 4)]), Region.of([(0, 4), (0, 4)])]
-    self.assertEqual(assemble.guillotine(t, parts), (0, (1, 0)))
-
-  def test_two_dims(self):
-    t = Region.of([(0, 4), (0, 6)])
-    parts = [Region.of([(0, 2), (0, 3)]), Region.of([(0, 2), (3, 6)]),
-             Region.of([(2, 4), (0, 6)])]
-    self.assertEqual(assemble.guillotine(t, parts), (0, ((1, (0, 1)), 2)))
-
-  def test_pinwheel_is_refused(self):
-    t = Region.of([(0, 3), (0, 3)])
-    parts = [Region.of([(0, 2), (0, 1)]), Region.of([(2, 3), (0, 2)]), Region.of([(1, 3), (2, 3)]),
-             Region.of([(0, 1), (1, 3)]), Region.of([(1, 2), (1, 2)])]
-    with self.assertRaisesRegex(ValueError, "no guillotine cut"):
-      assemble.guillotine(t, parts)
-
-  def test_parts_must_partition(self):
-    with self.assertRaisesRegex(ValueError, "do not partition"):
-      assemble.guillotine(Region.of([(0, 4)]), [Region.of([(0, 2)])])
-
-
-class MatchTest(absltest.TestCase):
-
-  def test_gather_groups_pair_the_ith_holders(self):
-    have = held_regions((8, 4), (Cut(0), REP, REP), (2, 2, 2))
-    need = [Region.whole((8, 4))] * 8
-    recipe = collective.match_gather(have, need)
-    self.assertEqual([g.members for g in recipe.groups], [(0, 4), (1, 5), (2, 6), (3, 7)])
-    pieces = transfers.gather(have, need, (2, 2, 2))
-    self.assertEqual(recipe.elements, sum(p.elements for p in pieces))
-
-  def test_gather_refuses_partial_needs(self):
-    have = held_regions((8, 4), (Cut(0),), (2,))
-    self.assertIsNone(collective.match_gather(have, [Region.whole((8, 4)), None]))
-
-  def test_reduce_with_replicas(self):
-    box = Region.whole((4, 4))
-    produced = [box] * 4
-    keys = [(0,), (0,), (1,), (1,)]
-    recipe = collective.match_reduce(produced, keys, [box] * 4, (2, 2), range(4), False)
-    (g,) = recipe.groups
-    self.assertEqual(g.core, (0, 2))
-    self.assertEqual(g.copies, ((1, 0), (3, 2)))
-    red, inter = transfers.reduce_partials(produced, keys, [box] * 4, (2, 2))
-    after = transfers.gather(inter, [box] * 4, (2, 2))
-    self.assertEqual(recipe.elements, sum(p.elements for p in red + after))
-
-  def test_reduce_scatter_needs_rank_ordered_blocks(self):
-    box = Region.whole((4, 4))
-    stored = [Region.of([(2, 4), (0, 4)]), Region.of([(0, 2), (0, 4)])]
-    self.assertIsNone(collective.match_reduce([box] * 2, [(0,), (1,)], stored, (2,), (0, 1), True))
-    recipe = collective.match_reduce([box] * 2, [(0,), (1,)], stored, (2,), (1, 0), True)
-    self.assertEqual(recipe.groups[0].scatter, 0)
-    self.assertIsNone(collective.match_reduce([box] * 2, [(0,), (1,)], stored, (2,), (1, 0), False))
 
 
 if __name__ == "__main__":
