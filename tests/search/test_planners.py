@@ -1,4 +1,4 @@
-"""The planners on the zoo's training steps: Tofu against the baselines, on one cost model."""
+"""Tests for tf_tofu.search.planners: every planner on the zoo's training steps, Tofu against the baselines."""
 
 import functools
 
