@@ -1,4 +1,4 @@
-"""Tests for tf_tofu.search.planners: every planner on the zoo's training steps, Tofu against the baselines."""
+"""Tests for tf_tofu.search.planners: every planner on the zoo, Tofu against the baselines."""
 
 import functools
 
