@@ -1,0 +1,60 @@
+"""Tests for tf_tofu.search.evaluate: exact bytes of a whole plan, against the cost table.
+
+One matmul ``y = x w`` with x (8, 4), w (4, 6), float32, on 2 workers; S is a
+tensor's size in bytes.  The table of docs/method.md section 5 gives, for n = 2:
+cut(d) -> rep costs S, cut(d) -> cut(d') costs S/2, partial -> cut(d) costs S.
+"""
+
+import tensorflow as tf
+from absl.testing import absltest, parameterized
+
+from tests import search_testlib
+from tf_tofu.graph import view
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.search import evaluate
+
+X, W, Y = 8 * 4 * 4, 4 * 6 * 4, 8 * 6 * 4   # bytes
+
+
+def _matmul_view():
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, (8, 4), name="x")
+    w = tf.compat.v1.placeholder(tf.float32, (4, 6), name="w")
+    tf.matmul(x, w, name="y")
+  return view.from_tofu_graph(search_testlib.graph_from_tf(g))
+
+
+class EvaluateTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      # rows of y: x is held as needed, w is gathered whole (cut -> rep: S).
+      ("rows", {"x:0": Cut(0), "w:0": Cut(0), "y:0": Cut(0)}, "i", W),
+      # the contraction: x re-cut (S/2), w held, a partial y reduce-scattered (S).
+      ("contraction", {"x:0": Cut(0), "w:0": Cut(0), "y:0": Cut(0)}, "k", X // 2 + Y),
+      # columns of y from replicated inputs: nothing moves.
+      ("columns_from_replicas", {"x:0": REP, "w:0": REP, "y:0": Cut(1)}, "j", 0),
+      # columns of y stored as rows: the output is re-cut (S/2); x gathered whole (S).
+      ("columns_into_rows", {"x:0": Cut(0), "w:0": Cut(1), "y:0": Cut(0)}, "j", X + Y // 2),
+  )
+  def test_closed_form(self, layouts, strategy, want):
+    graph = _matmul_view()
+    ev = evaluate.evaluate(graph, (2,), {t: (s,) for t, s in layouts.items()},
+                           {"y": (strategy,)}, Describer())
+    self.assertEqual(ev.total_bytes, want)
+    self.assertEqual(ev.level_bytes, (want,))
+    self.assertEqual(sum(ev.op_bytes.values()), want)
+    self.assertEqual(sum(c.bytes for c in ev.conversions), want)
+
+  def test_levels_add_up(self):
+    graph = _matmul_view()
+    layouts = {"x:0": (Cut(0), Cut(1)), "w:0": (Cut(0), Cut(1)), "y:0": (Cut(0), Cut(1))}
+    ev = evaluate.evaluate(graph, (2, 2), layouts, {"y": ("i", "j")}, Describer())
+    self.assertLen(ev.level_bytes, 2)
+    self.assertEqual(sum(ev.level_bytes), ev.total_bytes)
+    self.assertGreater(ev.total_bytes, 0)
+
+
+if __name__ == "__main__":
+  absltest.main()

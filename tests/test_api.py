@@ -1,0 +1,47 @@
+"""Tests for tf_tofu.api: the one composition (plan_view, plan, partition, load_plan)."""
+
+from absl.testing import absltest
+
+import tf_tofu
+from tf_tofu import api, models
+from tf_tofu.graph import view
+from tf_tofu.opdefs.registry import Describer
+
+
+class CompositionTest(absltest.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    step = models.tiny("mlp", optimizer="adam")
+    cls.graph = tf_tofu.trace(step.fn, *step.input_signature)
+
+  def test_plan_is_plan_view_of_the_graph_view(self):
+    d = Describer()
+    a = tf_tofu.plan(self.graph, devices=4, describer=d)
+    b = api.plan_view(view.from_tofu_graph(self.graph, d), 4, describer=d)
+    self.assertEqual(a.to_json(), b.to_json())
+
+  def test_partition_moves_the_plans_bytes(self):
+    job = tf_tofu.partition(self.graph, devices=4, comm="collective")
+    self.assertEqual(tf_tofu.count_transfer_bytes(job.partitioned.graph_def),
+                     job.plan.total_bytes)
+    self.assertEqual(job.partitioned.comm, "collective")
+    self.assertEqual(set(job.partitioned.fetches), set(self.graph.fetches))
+
+  def test_a_saved_plan_gives_the_same_partition(self):
+    first = tf_tofu.partition(self.graph, devices=3, planner="spartan")
+    again = tf_tofu.partition(self.graph, devices=None, plan_json=first.plan.to_json())
+    self.assertEqual(again.plan.to_json(), first.plan.to_json())
+    self.assertEqual(again.partitioned.graph_def.SerializeToString(deterministic=True),
+                     first.partitioned.graph_def.SerializeToString(deterministic=True))
+
+  def test_unknown_planner_and_constraint(self):
+    with self.assertRaisesRegex(ValueError, "unknown planner 'magic'"):
+      tf_tofu.plan(self.graph, devices=2, planner="magic")
+    with self.assertRaisesRegex(ValueError, "neither a tensor nor an op"):
+      tf_tofu.plan(self.graph, devices=2, constraints={"nope": "rep"})
+
+
+if __name__ == "__main__":
+  absltest.main()
