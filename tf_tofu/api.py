@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from tf_tofu import graph as graph_lib
 from tf_tofu.core import devices as devices_lib
-from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import state_from_str
-from tf_tofu.core.plan import Plan, plan_from_search
-from tf_tofu.search import planners
+from tf_tofu.core.plan import Plan, PlanError, plan_from_search
 from tf_tofu.graph import view
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.strategy import Cut, state_from_str
+from tf_tofu.rewrite import partition_graph_def
+from tf_tofu.search import evaluate, planners
 from tf_tofu.search.tofu import SearchOptions
 
 Constraints = Mapping[str, Union[str, Sequence[str]]]
@@ -56,7 +58,6 @@ def search_options(graph: view.SearchGraph, constraints: Optional[Constraints] =
 
 def as_graph(fn_or_graph: Any, signature: Sequence[Any]):
   """A TofuGraph from a TofuGraph, a tf.function / ConcreteFunction plus signature."""
-  from tf_tofu import graph as graph_lib
   if isinstance(fn_or_graph, graph_lib.TofuGraph):
     if signature:
       raise TypeError("a TofuGraph is already traced; pass no signature")
@@ -127,7 +128,6 @@ def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.D
       instead of searching; ``devices`` (None: the plan's own) then names the
       devices to run it on, as many as the plan has.
   """
-  from tf_tofu.rewrite import partition_graph_def
   describer = describer or Describer()
   tofu_graph = as_graph(fn_or_graph, signature)
   graph = view.from_tofu_graph(tofu_graph, describer)
@@ -159,13 +159,9 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
   from the layouts and strategies (``search.evaluate``), so an edited plan
   reports what it moves; a note says when the file's figure differed.
   """
-  import dataclasses
-  from tf_tofu.core.plan import PlanError
-  from tf_tofu.search import evaluate
   plan = Plan.from_json(text)
   plan.check_matches(graph)
   describer = describer or Describer()
-  from tf_tofu.opdefs.strategy import Cut
   wanted = view.laid_out_tensors(graph)
   for t in sorted(wanted - set(plan.layouts)):
     raise PlanError(f"the plan has no layout for tensor {t!r}; give it one state per level "
