@@ -126,6 +126,10 @@ class BadInputTest(CommandCase):
     self.assertEqual(parent.returncode, 2)
     self.assertIn("contains the input", parent.stderr)
     self.assertTrue(os.path.exists(os.path.join(self.saved, "saved_model.pb")))
+    magic = tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                 "--planner=magic", f"--output={self.out('m.pb')}")
+    self.assertEqual(magic.returncode, 2)
+    self.assertIn("--planner: unknown planner 'magic'", magic.stderr)
     negative = tofu("plan", f"--saved_model={self.saved}", "--signature=train", "--devices=-1")
     self.assertEqual(negative.returncode, 2)
     self.assertIn("--devices=-1", negative.stderr)

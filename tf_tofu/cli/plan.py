@@ -48,17 +48,21 @@ def check_outputs() -> dict[str, str]:
   return out
 
 
+def planner_flag() -> str:
+  """``--planner``, checked (a usage error names the planners)."""
+  from tf_tofu.search import planners
+  try:
+    return planners.check(FLAGS.planner)
+  except ValueError as e:
+    raise cli_inputs.UsageError(f"--planner: {e}") from None
+
+
 def make_plan(graph, describer):
   """``(graph view, Plan)`` for the flags' devices and planner."""
   from tf_tofu import api
   from tf_tofu.graph import view
-  from tf_tofu.search import planners
-  try:
-    planners.check(FLAGS.planner)
-  except ValueError as e:
-    raise cli_inputs.UsageError(f"--planner: {e}") from None
   graph_view = view.from_tofu_graph(graph, describer)
-  return graph_view, api.plan_view(graph_view, devices_flag(), FLAGS.planner,
+  return graph_view, api.plan_view(graph_view, devices_flag(), planner_flag(),
                                    describer=describer)
 
 
@@ -80,6 +84,7 @@ def main(argv) -> int:
   from tf_tofu.opdefs.registry import Describer
   try:
     paths = check_outputs()
+    planner_flag()
     graph = cli_inputs.load_graph()
     describer = Describer()
     sgraph, plan = make_plan(graph, describer)

@@ -77,7 +77,6 @@ def main(argv) -> int:
   from tf_tofu.core.plan import PlanError
   from tf_tofu import api
   from tf_tofu.rewrite import export
-  from tf_tofu.search import planners
   try:
     if not FLAGS.output:
       raise cli_inputs.UsageError("--output is required (a .pb/.pbtxt file or a SavedModel "
@@ -89,14 +88,13 @@ def main(argv) -> int:
     if FLAGS.tensorboard:
       cli_inputs.check_output(FLAGS.tensorboard, "--tensorboard", directory=True, log_dir=True)
     paths = plan_command.check_outputs()
+    plan_json = _plan_json()
+    planner = plan_command.planner_flag() if plan_json is None else FLAGS.planner
     graph = cli_inputs.load_graph()
     describer = Describer()
-    plan_json = _plan_json()
-    if plan_json is None:
-      planners.check(FLAGS.planner)
     devices = (plan_command.devices_flag()
                if plan_json is None or FLAGS["devices"].present else None)
-    job = api.partition(graph, devices=devices, planner=FLAGS.planner, comm=FLAGS.comm,
+    job = api.partition(graph, devices=devices, planner=planner, comm=FLAGS.comm,
                         describer=describer, plan_json=plan_json)
     sgraph, plan, p = job.view, job.plan, job.partitioned
     print(plan.report(memory=memory.plan_memory(graph, p)))
