@@ -31,7 +31,6 @@ from typing import Callable, Optional
 
 import numpy as np
 
-PLANNERS = ("allrow", "datapar", "equalchop", "megatron", "spartan", "tofu")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 LOSSES = ("sparse_xent", "xent", "mse")
 DENSE_BLOCKS = ("matmul", "bias_relu", "tanh", "sigmoid", "scale", "center", "layer_norm",
@@ -105,174 +104,130 @@ class _Builder:
     self.variables.append(v)
     return v
 
-  # Each block maps (tensor, its static shape) -> a traced function of the input.
+  def weights(self, owner) -> Callable:
+    """``w(name, shape, scale=None, value=None)`` for one block: a variable made on the
+    first trace (shapes are known only then) and the same variable on every later one."""
+    made: dict = {}
+
+    def w(name, shape, scale=None, value=None):
+      if name not in made:
+        made[name] = self.var(shape, scale, value)
+      return made[name]
+    return w
+
   def layers(self) -> list[Callable]:
-    return [getattr(self, f"_{b.kind}")(b) for b in self.spec.blocks]
+    """Each block as a function of its input tensor (traced twice: weights made once)."""
+    return [getattr(self, f"_{b.kind}")(b, self.weights(i))
+            for i, b in enumerate(self.spec.blocks)]
 
   def _width(self, h):
     return int(h.shape[-1])
 
   # dense (B, F)
-  def _matmul(self, b):
-    ws = {}
+  def _matmul(self, b, w):
+    return lambda h: self.tf.matmul(h, w("w", [self._width(h), b.size]))
 
-    def f(h):
-      if "w" not in ws:
-        ws["w"] = self.var([self._width(h), b.size])
-      return self.tf.matmul(h, ws["w"])
-    return f
+  def _bias_relu(self, b, w):
+    return lambda h: self.tf.nn.relu(self.tf.nn.bias_add(h, w("b", [self._width(h)], scale=0.5)))
 
-  def _bias_relu(self, b):
-    ws = {}
-
-    def f(h):
-      if "b" not in ws:
-        ws["b"] = self.var([self._width(h)], scale=0.5)
-      return self.tf.nn.relu(self.tf.nn.bias_add(h, ws["b"]))
-    return f
-
-  def _tanh(self, b):
+  def _tanh(self, b, w):
     return self.tf.tanh
 
-  def _sigmoid(self, b):
+  def _sigmoid(self, b, w):
     return self.tf.sigmoid
 
-  def _relu(self, b):
+  def _relu(self, b, w):
     return self.tf.nn.relu
 
-  def _scale(self, b):
-    ws = {}
+  def _scale(self, b, w):  # broadcasting multiply by a per-feature weight
+    return lambda h: h * w("s", [self._width(h)], scale=1.0)
 
-    def f(h):  # broadcasting multiply by a per-feature weight
-      if "s" not in ws:
-        ws["s"] = self.var([self._width(h)], scale=1.0)
-      return h * ws["s"]
-    return f
-
-  def _center(self, b):
+  def _center(self, b, w):
     return lambda h: h - self.tf.reduce_mean(h, axis=-1, keepdims=True)
 
-  def _norm(self, h, axes, ws):
+  def _norm(self, h, axes, w):
     tf = self.tf
-    if "g" not in ws:
-      ws["g"] = self.var([self._width(h)], value=1.0)
-      ws["b"] = self.var([self._width(h)], value=0.0)
+    gamma = w("g", [self._width(h)], value=1.0)
+    beta = w("b", [self._width(h)], value=0.0)
     mean, var = tf.nn.moments(h, axes=axes, keepdims=True)
-    return (h - mean) * tf.math.rsqrt(var + 1e-3) * ws["g"] + ws["b"]
+    return (h - mean) * tf.math.rsqrt(var + 1e-3) * gamma + beta
 
-  def _layer_norm(self, b):
-    ws = {}
-    return lambda h: self._norm(h, [-1], ws)
+  def _layer_norm(self, b, w):
+    return lambda h: self._norm(h, [-1], w)
 
-  def _layer_norm3(self, b):
-    return self._layer_norm(b)
+  def _layer_norm3(self, b, w):
+    return self._layer_norm(b, w)
 
-  def _batch_norm(self, b):
-    ws = {}
-    return lambda h: self._norm(h, [0, 1, 2], ws)
+  def _batch_norm(self, b, w):
+    return lambda h: self._norm(h, [0, 1, 2], w)
 
-  def _concat_self(self, b):
+  def _concat_self(self, b, w):
     return lambda h: self.tf.concat([h, self.tf.sin(h)], axis=-1)
 
-  def _slice(self, b):
+  def _slice(self, b, w):
     def f(h):
-      w = self._width(h)
-      n = max(1, min(b.size, w))
-      start = (w - n) // 2
+      width = self._width(h)
+      n = max(1, min(b.size, width))
+      start = (width - n) // 2
       return h[:, start:start + n]
     return f
 
-  def _batch_matmul(self, b):
-    ws = {}
-
+  def _batch_matmul(self, b, w):
     def f(h):  # (B, F) -> (B, F//g, g) x (g, size) -> (B, F//g * size)
       tf = self.tf
-      w = self._width(h)
-      g = 2 if w % 2 == 0 else 1
-      if "w" not in ws:
-        ws["w"] = self.var([g, b.size])
-      x = tf.reshape(h, [-1, w // g, g])
-      y = tf.einsum("bfg,gs->bfs", x, ws["w"])
-      return tf.reshape(y, [-1, (w // g) * b.size])
+      width = self._width(h)
+      g = 2 if width % 2 == 0 else 1
+      y = tf.einsum("bfg,gs->bfs", tf.reshape(h, [-1, width // g, g]), w("w", [g, b.size]))
+      return tf.reshape(y, [-1, (width // g) * b.size])
     return f
 
-  def _transpose_twice(self, b):
-    def f(h):
-      tf = self.tf
-      return tf.transpose(tf.transpose(h) * 0.5 + 0.25)
-    return f
+  def _transpose_twice(self, b, w):
+    return lambda h: self.tf.transpose(self.tf.transpose(h) * 0.5 + 0.25)
 
-  def _softmax(self, b):
+  def _softmax(self, b, w):
     return lambda h: self.tf.nn.softmax(h, axis=-1)
 
-  def _residual(self, b):
-    ws = {}
-
-    def f(h):
-      if "w" not in ws:
-        ws["w"] = self.var([self._width(h), self._width(h)])
-      return h + self.tf.tanh(self.tf.matmul(h, ws["w"]))
-    return f
+  def _residual(self, b, w):
+    width = self._width
+    return lambda h: h + self.tf.tanh(self.tf.matmul(h, w("w", [width(h), width(h)])))
 
   # image (B, H, W, C)
-  def _conv(self, b):
-    ws = {}
+  def _conv(self, b, w):
+    return lambda h: self.tf.nn.conv2d(h, w("w", [b.kernel, b.kernel, self._width(h), b.size]),
+                                       strides=b.stride, padding=b.padding)
 
-    def f(h):
-      if "w" not in ws:
-        ws["w"] = self.var([b.kernel, b.kernel, self._width(h), b.size])
-      return self.tf.nn.conv2d(h, ws["w"], strides=b.stride, padding=b.padding)
-    return f
+  def _depthwise(self, b, w):
+    return lambda h: self.tf.nn.depthwise_conv2d(
+        h, w("w", [b.kernel, b.kernel, self._width(h), 1]), strides=[1, b.stride, b.stride, 1],
+        padding=b.padding)
 
-  def _depthwise(self, b):
-    ws = {}
-
-    def f(h):
-      if "w" not in ws:
-        ws["w"] = self.var([b.kernel, b.kernel, self._width(h), 1])
-      return self.tf.nn.depthwise_conv2d(h, ws["w"], strides=[1, b.stride, b.stride, 1],
-                                         padding=b.padding)
-    return f
-
-  def _max_pool(self, b):
+  def _max_pool(self, b, w):
     return lambda h: self.tf.nn.max_pool2d(h, b.kernel, b.stride, b.padding)
 
-  def _avg_pool(self, b):
+  def _avg_pool(self, b, w):
     return lambda h: self.tf.nn.avg_pool2d(h, b.kernel, b.stride, b.padding)
 
-  def _image_residual(self, b):
-    ws = {}
-
-    def f(h):
-      if "w" not in ws:
-        ws["w"] = self.var([1, 1, self._width(h), self._width(h)])
-      return h + self.tf.nn.relu(self.tf.nn.conv2d(h, ws["w"], 1, "SAME"))
-    return f
+  def _image_residual(self, b, w):
+    width = self._width
+    return lambda h: h + self.tf.nn.relu(self.tf.nn.conv2d(
+        h, w("w", [1, 1, width(h), width(h)]), 1, "SAME"))
 
   # tokens (B, S, D)
-  def _attention(self, b):
-    ws = {}
-
+  def _attention(self, b, w):
     def f(h):
       tf = self.tf
       d = self._width(h)
-      if "q" not in ws:
-        ws["q"], ws["k"], ws["v"] = (self.var([d, d]) for _ in range(3))
-      q, k, v = (tf.einsum("bsd,de->bse", h, ws[n]) for n in "qkv")
+      q, k, v = (tf.einsum("bsd,de->bse", h, w(n, [d, d])) for n in "qkv")
       att = tf.nn.softmax(tf.einsum("bsd,btd->bst", q, k) / np.sqrt(d), axis=-1)
       return h + tf.einsum("bst,btd->bsd", att, v)
     return f
 
-  def _ffn3(self, b):
-    ws = {}
-
+  def _ffn3(self, b, w):
     def f(h):
       tf = self.tf
       d = self._width(h)
-      if "w1" not in ws:
-        ws["w1"], ws["w2"] = self.var([d, b.size]), self.var([b.size, d])
-      return h + tf.einsum("bsf,fd->bsd", tf.nn.gelu(tf.einsum("bsd,df->bsf", h, ws["w1"])),
-                           ws["w2"])
+      inner = tf.nn.gelu(tf.einsum("bsd,df->bsf", h, w("w1", [d, b.size])))
+      return h + tf.einsum("bsf,fd->bsd", inner, w("w2", [b.size, d]))
     return f
 
 
@@ -294,7 +249,7 @@ def build_step(spec: StepSpec):
             else tf.TensorSpec([bsz, spec.classes], tf.float64))
   layers = b.layers()
   emb = b.var([spec.dims[2], spec.dims[1]], scale=1.0) if spec.input == "tokens" else None
-  head: dict = {}
+  head = b.weights("head")
 
   def forward(x):
     h = tf.gather(emb, x) if emb is not None else x
@@ -302,9 +257,7 @@ def build_step(spec: StepSpec):
       h = layer(h)
     if spec.input != "dense":  # pool the spatial / sequence dims away
       h = tf.reduce_mean(h, axis=list(range(1, len(h.shape) - 1)))
-    if "w" not in head:
-      head["w"] = b.var([int(h.shape[-1]), spec.classes])
-    return tf.matmul(h, head["w"])
+    return tf.matmul(h, head("w", [int(h.shape[-1]), spec.classes]))
 
   def loss_fn(x, y):
     logits = forward(x)
@@ -481,6 +434,8 @@ def _valid(spec: StepSpec) -> bool:
 def step_specs(max_k: int = 8):
   """The hypothesis strategy of :class:`StepSpec` (k in 2..``max_k``)."""
   from hypothesis import strategies as st
+  from tf_tofu.search import planners
+  planner_names = tuple(sorted(planners.PLANNERS))
 
   def blocks_for(kind):
     names = {"dense": DENSE_BLOCKS, "image": IMAGE_BLOCKS, "tokens": TOKEN_BLOCKS}[kind]
@@ -501,7 +456,7 @@ def step_specs(max_k: int = 8):
     s = StepSpec(input=kind, batch=draw(st.integers(1, 9)), dims=dims,
                  blocks=draw(blocks_for(kind)), classes=draw(st.integers(2, 7)),
                  loss=draw(st.sampled_from(LOSSES)), optimizer=draw(st.sampled_from(OPTIMIZERS)),
-                 k=draw(st.integers(2, max_k)), planner=draw(st.sampled_from(PLANNERS)),
+                 k=draw(st.integers(2, max_k)), planner=draw(st.sampled_from(planner_names)),
                  comm=draw(st.sampled_from(["plain", "collective"])),
                  seed=draw(st.integers(0, 2**16)))
     return s
