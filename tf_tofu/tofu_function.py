@@ -88,13 +88,13 @@ class Function:
       missing = [v.name for v in g.variables if v.handle not in g.live_handles]
       if missing:
         raise ValueError(f"variables {missing[:3]} of the step have no live value to shard")
-      job = api.partition(g, devices=self.devices, planner=self.planner, comm=self.comm,
-                          constraints=self.constraints, describer=self.describer)
       outputs = cf.structured_outputs
       n_out = 0 if outputs is None else len(tf.nest.flatten(outputs, expand_composites=True))
-      if n_out != len(g.fetches):  # checked before any shard is made or updated
+      if n_out != len(g.fetches):  # checked before planning, so before any shard is updated
         raise ValueError(f"the step returns {n_out} tensors but {len(g.fetches)} were fetched "
                          "from its graph; return tensors (or nothing), not Python values")
+      job = api.partition(g, devices=self.devices, planner=self.planner, comm=self.comm,
+                          constraints=self.constraints, describer=self.describer)
       self._entries[key] = _Entry(g, job.view, outputs, job.plan, job.partitioned)
     return self._entries[key]
 
