@@ -36,6 +36,7 @@ from tf_tofu.graph.vocabulary import (IGNORED_OPS, RESOURCE_AS_VALUE, SHARD_SLOT
 from tf_tofu.opdefs.description import OpContext, TensorInfo
 from tf_tofu.opdefs.kernels import context_from_node_def
 
+
 class UnsupportedVariableOpError(ValueError):
   """A step uses a variable through an op the partitioned variables cannot serve."""
 
