@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from tf_tofu import graph as graph_lib
 from tf_tofu.core import devices as devices_lib
-from tf_tofu.core.plan import Plan, PlanError, plan_from_search
+from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
 from tf_tofu.graph import view
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.opdefs.strategy import Cut, state_from_str
@@ -193,10 +193,5 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
     if len(names) != len(plan.devices):
       raise PlanError(f"{len(names)} devices given, the plan has {len(plan.devices)}; plan "
                       "again for that many devices")
-  conversions = tuple({"tensor": c.tensor, "what": c.what, "bytes": c.bytes,
-                       "level_bytes": list(c.level_bytes)}
-                      for c in sorted(ev.conversions, key=lambda c: (-c.bytes, c.tensor)))
-  return dataclasses.replace(plan, devices=tuple(names), total_bytes=int(ev.total_bytes),
-                             level_bytes=tuple(int(b) for b in ev.level_bytes),
-                             op_bytes=dict(ev.op_bytes), conversions=conversions, notes=notes,
+  return dataclasses.replace(plan, devices=tuple(names), **priced_fields(ev), notes=notes,
                              proven_optimal=plan.proven_optimal and ev.total_bytes == plan.total_bytes)

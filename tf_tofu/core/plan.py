@@ -212,6 +212,17 @@ def human_bytes(b: float) -> str:
   return f"{b:.1f} TiB"
 
 
+def priced_fields(evaluation) -> dict[str, Any]:
+  """The Plan fields an exact evaluation (``search.evaluate.Evaluation``) fills: total and
+  per-level bytes, bytes per op, and the conversions, largest first."""
+  conversions = tuple({"tensor": c.tensor, "what": c.what, "bytes": c.bytes,
+                       "level_bytes": list(c.level_bytes)}
+                      for c in sorted(evaluation.conversions, key=lambda c: (-c.bytes, c.tensor)))
+  return dict(total_bytes=int(evaluation.total_bytes),
+              level_bytes=tuple(int(b) for b in evaluation.level_bytes),
+              op_bytes=dict(evaluation.op_bytes), conversions=conversions)
+
+
 def plan_from_search(result, graph, planner: str, devices: Sequence[str]) -> Plan:
   """Packs a ``recursive.SearchResult`` into a Plan."""
   groups: dict[str, list[str]] = {}
@@ -231,15 +242,9 @@ def plan_from_search(result, graph, planner: str, devices: Sequence[str]) -> Pla
     if lvl.fixed_groups:
       notes.append(f"level {i + 1}: too wide for exact DP (limit reached); {lvl.fixed_groups} "
                    "tensor groups were fixed by coordinate descent, so it is not proven optimal")
-  conversions = tuple({"tensor": c.tensor, "what": c.what, "bytes": c.bytes,
-                       "level_bytes": list(c.level_bytes)}
-                      for c in sorted(result.evaluation.conversions, key=lambda c: (-c.bytes, c.tensor)))
   return Plan(planner=planner, devices=tuple(devices), factors=tuple(result.factors),
               layouts=dict(result.layouts), strategies=dict(result.strategies),
-              total_bytes=int(result.evaluation.total_bytes),
-              level_bytes=tuple(int(b) for b in result.evaluation.level_bytes),
-              op_bytes=dict(result.evaluation.op_bytes), conversions=conversions,
-              choices=choices, op_groups={g: tuple(m) for g, m in groups.items()},
+              **priced_fields(result.evaluation), choices=choices, op_groups={g: tuple(m) for g, m in groups.items()},
               objective=float(result.objective),
               proven_optimal=bool(result.proven_optimal and planner == "tofu"),
               notes=tuple(notes), graph_signature=graph_signature(graph),
