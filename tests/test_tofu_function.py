@@ -33,7 +33,7 @@ from absl.testing import absltest, parameterized  # noqa: E402
 import tf_tofu  # noqa: E402
 from tf_tofu import models  # noqa: E402
 from tf_tofu.layout import tiling  # noqa: E402
-from tf_tofu.opdefs.strategy import Cut  # noqa: E402
+from tf_tofu.core.states import Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes  # noqa: E402
 from tf_tofu.rewrite import partition_graph_def  # noqa: E402
 from tf_tofu.search import planners  # noqa: E402

@@ -26,7 +26,7 @@ from tf_tofu.core import devices as devices_lib
 from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
 from tf_tofu.graph import view
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import Cut, state_from_str
+from tf_tofu.core.states import Cut, state_from_str
 from tf_tofu.rewrite import partition_graph_def
 from tf_tofu.search import evaluate, planners
 from tf_tofu.search.tofu import SearchOptions

@@ -22,7 +22,7 @@ import tf_tofu
 from tf_tofu import graph as graph_lib, models
 from tf_tofu.cli import pictures
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.states import REP, Cut
 from tf_tofu.core.plan import Plan, human_bytes, graph_signature
 from tf_tofu.graph import view
 

@@ -4,9 +4,9 @@ from absl.testing import absltest, parameterized
 
 from tf_tofu.layout import tiling
 from tf_tofu.opdefs.cases import Case, Rand
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.states import REP, Cut
 from tf_tofu.opdefs.validate import build_case
 
 

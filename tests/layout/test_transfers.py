@@ -3,8 +3,8 @@
 from absl.testing import absltest, parameterized
 
 from tf_tofu.layout import tiling, transfers
-from tf_tofu.opdefs.regions import Region
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.regions import Region
+from tf_tofu.core.states import REP, Cut
 
 SHAPE = (8, 6)
 S = 48  # elements

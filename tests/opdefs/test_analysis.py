@@ -4,8 +4,8 @@ from absl.testing import absltest, parameterized
 
 from tf_tofu.opdefs import analysis, tdl
 from tf_tofu.opdefs.description import DescriptionError, OpContext, Semantics, TensorInfo
-from tf_tofu.opdefs.regions import Region
-from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut
+from tf_tofu.core.regions import Region
+from tf_tofu.core.states import PARTIAL, REP, Cut
 
 
 def ctx(*shapes, op_type="Test"):

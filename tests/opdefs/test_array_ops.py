@@ -9,8 +9,8 @@ from absl.testing import absltest, parameterized
 from tf_tofu.opdefs import analysis, registry, validate
 from tf_tofu.opdefs.cases import Case, Fixed, Rand, array_cases
 from tf_tofu.opdefs.description import DescriptionError, OpContext, TensorInfo
-from tf_tofu.opdefs.regions import Interval
-from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut
+from tf_tofu.core.regions import Interval
+from tf_tofu.core.states import PARTIAL, REP, Cut
 
 def _semantics(case: Case):
   ctx, _ = validate.build_case(case)

@@ -11,7 +11,7 @@ from absl.testing import absltest, parameterized
 from tf_tofu.opdefs import analysis, math_ops, registry, validate
 from tf_tofu.opdefs.cases import Case, Fixed, Rand, math_cases
 from tf_tofu.opdefs.description import DescriptionError, OpContext, Semantics, TensorInfo
-from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut
+from tf_tofu.core.states import PARTIAL, REP, Cut
 
 
 _ALL_CASES = math_cases.CASES

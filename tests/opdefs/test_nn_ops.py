@@ -15,7 +15,8 @@ from absl.testing import absltest, parameterized
 from tf_tofu.opdefs import analysis, registry, validate
 from tf_tofu.opdefs.cases import Case, Rand, nn_cases
 from tf_tofu.opdefs.description import DescriptionError, OpContext, Semantics, TensorInfo
-from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut, Strategy
+from tf_tofu.core.states import PARTIAL, REP, Cut
+from tf_tofu.opdefs.strategy import Strategy
 
 
 def _semantics(case: Case) -> Semantics:

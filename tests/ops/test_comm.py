@@ -11,7 +11,7 @@ K = cpu_devices.COUNT
 from absl.testing import absltest, parameterized  # noqa: E402
 
 from tf_tofu.opdefs.kernels import attr_to_python  # noqa: E402
-from tf_tofu.opdefs.regions import Region  # noqa: E402
+from tf_tofu.core.regions import Region  # noqa: E402
 from tf_tofu.ops import comm  # noqa: E402
 from tf_tofu.ops.counting import count_transfer_bytes  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 from absl.testing import absltest, parameterized
 
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 from tf_tofu.rewrite import assemble
 
 

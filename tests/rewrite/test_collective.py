@@ -5,8 +5,8 @@ from absl.testing import absltest
 
 from tf_tofu.layout import transfers
 from tf_tofu.layout.tiling import held_regions
-from tf_tofu.opdefs.regions import Region
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.regions import Region
+from tf_tofu.core.states import REP, Cut
 from tf_tofu.rewrite import collective
 
 

@@ -24,7 +24,7 @@ from tests import search_testlib  # noqa: E402
 from tf_tofu.core import devices as devices_lib  # noqa: E402
 from tf_tofu.core import plan as plans  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
-from tf_tofu.opdefs.strategy import REP, Cut  # noqa: E402
+from tf_tofu.core.states import REP, Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes, transfer_count  # noqa: E402
 from tf_tofu.rewrite import execute, partition_graph_def  # noqa: E402
 from tf_tofu.search import evaluate, planners  # noqa: E402

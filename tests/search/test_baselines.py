@@ -6,7 +6,7 @@ import tf_tofu
 from tf_tofu import models
 from tf_tofu.graph import view
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.states import REP, Cut
 from tf_tofu.search import planners
 
 

@@ -11,7 +11,7 @@ from absl.testing import absltest, parameterized
 from tests import search_testlib
 from tf_tofu.graph import view
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.states import REP, Cut
 from tf_tofu.search import evaluate
 
 X, W, Y = 8 * 4 * 4, 4 * 6 * 4, 8 * 6 * 4   # bytes

@@ -7,7 +7,7 @@ from absl.testing import absltest, parameterized
 from tests import search_testlib  # noqa: E402
 
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
-from tf_tofu.opdefs.strategy import Cut  # noqa: E402
+from tf_tofu.core.states import Cut  # noqa: E402
 from tf_tofu.search import planners  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 

@@ -8,9 +8,9 @@ from tests import search_testlib  # noqa: E402
 
 from tf_tofu.layout import transfers  # noqa: E402
 from tf_tofu.opdefs import analysis  # noqa: E402
-from tf_tofu.opdefs.regions import Region  # noqa: E402
+from tf_tofu.core.regions import Region  # noqa: E402
 from tf_tofu.opdefs.registry import Describer  # noqa: E402
-from tf_tofu.opdefs.strategy import Partial  # noqa: E402
+from tf_tofu.core.states import Partial  # noqa: E402
 from tf_tofu.search import coarsen, onecut, planners, recursive, tofu  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402

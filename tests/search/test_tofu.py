@@ -2,7 +2,7 @@
 
 from absl.testing import absltest
 
-from tf_tofu.opdefs.strategy import REP, Cut
+from tf_tofu.core.states import REP, Cut
 from tf_tofu.search import tofu
 
 

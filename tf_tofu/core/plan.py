@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from tf_tofu.opdefs.strategy import State, state_from_str
+from tf_tofu.core.states import State, state_from_str
 
 FORMAT = "tf_tofu.plan/1"
 

@@ -35,9 +35,9 @@ import numpy as np
 
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
-from tf_tofu.opdefs.regions import Interval, Region, block
+from tf_tofu.core.regions import Interval, Region, block
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import Cut, Partial, Rep, State
+from tf_tofu.core.states import Cut, Partial, Rep, State
 
 REPLICATE = "replicate"
 SINGLE = "single"

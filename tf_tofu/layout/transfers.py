@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Sequence
 
-from tf_tofu.opdefs.regions import Interval, Region, block
+from tf_tofu.core.regions import Interval, Region, block
 from tf_tofu.layout.tiling import device_coords
 
 COPY = "copy"

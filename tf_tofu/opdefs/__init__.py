@@ -10,4 +10,4 @@ from tf_tofu.opdefs.analysis import OpFacts, facts, strategies, strategy_for
 from tf_tofu.opdefs.description import (DescriptionError, OpContext, Semantics,
                                         ShardSpec, TensorInfo, WorkerView)
 from tf_tofu.opdefs.registry import described_op_types, describe, lookup, semantics_of
-from tf_tofu.opdefs.strategy import PARTIAL, REP, Cut, InputNeed, State, Strategy
+from tf_tofu.opdefs.strategy import InputNeed, Strategy

@@ -38,9 +38,9 @@ from typing import Optional
 
 from tf_tofu.opdefs import tdl
 from tf_tofu.opdefs.description import Semantics, WorkerView
-from tf_tofu.opdefs.regions import Interval, Region, block, cut_region
-from tf_tofu.opdefs.strategy import (PARTIAL, REP, Cut, InputNeed, State,
-                                     Strategy)
+from tf_tofu.core.regions import Interval, Region, block, cut_region
+from tf_tofu.core.states import PARTIAL, REP, Cut, State
+from tf_tofu.opdefs.strategy import InputNeed, Strategy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from tf_tofu.opdefs import tdl
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 
 
 class DescriptionError(ValueError):

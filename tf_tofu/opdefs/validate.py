@@ -29,7 +29,8 @@ from tf_tofu.opdefs import analysis, registry
 from tf_tofu.opdefs.cases import Case, Fixed, all_cases
 from tf_tofu.opdefs.description import Semantics, TensorInfo
 from tf_tofu.opdefs.kernels import call_raw_op, context_from_node_def, run_op
-from tf_tofu.opdefs.strategy import Cut, Partial, Strategy
+from tf_tofu.core.states import Cut, Partial
+from tf_tofu.opdefs.strategy import Strategy
 
 RTOL = 1e-4
 ATOL = 1e-5

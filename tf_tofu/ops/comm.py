@@ -38,7 +38,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2
 from tensorflow.python.framework import op_def_registry
 
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 
 COLLECTIVE_GATHER = "CollectiveGatherV2"
 COLLECTIVE_REDUCE = "CollectiveReduceV2"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence, Union
 
-from tf_tofu.opdefs.regions import Interval, Region
+from tf_tofu.core.regions import Interval, Region
 from tf_tofu.ops import comm
 
 

@@ -31,7 +31,7 @@ import dataclasses
 from typing import Optional, Sequence
 
 from tf_tofu.layout import transfers
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 
 from tf_tofu.layout import transfers
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 from tf_tofu.ops import comm
 from tf_tofu.rewrite import collective
 from tf_tofu.rewrite.assemble import Shard, build_box

@@ -35,7 +35,7 @@ def _assembled(p: Partitioned, t: str, shards: Sequence[tf.Tensor]) -> tf.Tensor
   parts = p.fetches[t]
   if len(parts) == 1:
     return shards[0]
-  from tf_tofu.opdefs.regions import Region
+  from tf_tofu.core.regions import Region
   tree = assemble.guillotine(Region.whole(p.shapes[t]), [s.box for s in parts])
 
   def emit(node):

@@ -68,7 +68,7 @@ from absl import logging
 from tensorflow.core.framework import graph_pb2
 
 from tf_tofu.layout import tiling
-from tf_tofu.opdefs.regions import Interval, Region
+from tf_tofu.core.regions import Interval, Region
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.ops import comm
 from tf_tofu.core.plan import Plan, PlanError

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
+from tf_tofu.core.states import REP, Cut, Partial, State
 from tf_tofu.search import dp, onecut
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.search.tofu import SearchOptions, group_constraints, level_solver

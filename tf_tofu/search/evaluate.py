@@ -24,9 +24,9 @@ from typing import Mapping, Sequence
 
 from tf_tofu.layout import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
-from tf_tofu.opdefs.strategy import State
+from tf_tofu.core.states import State
 from tf_tofu.graph.view import SearchGraph, update_slots
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 from tf_tofu.layout.tiling import device_coords, held_regions, num_devices, op_tiles
 
 

@@ -25,9 +25,9 @@ import numpy as np
 from absl import logging
 
 from tf_tofu.layout import transfers
-from tf_tofu.opdefs.regions import Region
+from tf_tofu.core.regions import Region
 from tf_tofu.opdefs.registry import Describer, context_key
-from tf_tofu.opdefs.strategy import REP, Cut, Partial, State
+from tf_tofu.core.states import REP, Cut, Partial, State
 from tf_tofu.search import dp
 from tf_tofu.graph.view import SOp, SearchGraph
 from tf_tofu.layout.tiling import REPLICATE, SINGLE, held_regions

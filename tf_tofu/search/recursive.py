@@ -25,12 +25,12 @@ from typing import Callable, Optional, Sequence
 from absl import logging
 
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import Cut, State
+from tf_tofu.core.states import Cut, State
 from tf_tofu.search import onecut
 from tf_tofu.search.evaluate import Evaluation, evaluate
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.layout.tiling import descend, sub_block
-from tf_tofu.opdefs.regions import Interval
+from tf_tofu.core.regions import Interval
 
 
 def prime_factors(k: int) -> tuple[int, ...]:

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Mapping
 
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.opdefs.strategy import State
+from tf_tofu.core.states import State
 from tf_tofu.search import onecut
 
 

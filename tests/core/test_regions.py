@@ -1,8 +1,8 @@
-"""Tests for tf_tofu.opdefs.regions: canonical blocks, intervals, boxes."""
+"""Tests for tf_tofu.core.regions: canonical blocks, intervals, boxes."""
 
 from absl.testing import absltest, parameterized
 
-from tf_tofu.opdefs.regions import Interval, Region, block, block_sizes, cut_region
+from tf_tofu.core.regions import Interval, Region, block, block_sizes, cut_region
 
 
 class BlockTest(parameterized.TestCase):
