@@ -14,7 +14,10 @@ _LAZY = {
     "function": "tf_tofu.tofu_function",
     "Function": "tf_tofu.tofu_function",
     "count_transfer_bytes": "tf_tofu.ops.counting",
+    "TofuError": "tf_tofu.core.errors",
 }
+
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name):
@@ -23,3 +26,7 @@ def __getattr__(name):
     import importlib
     return getattr(importlib.import_module(_LAZY[name]), name)
   raise AttributeError(f"module 'tf_tofu' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_LAZY))

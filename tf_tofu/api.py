@@ -22,6 +22,7 @@ import dataclasses
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from tf_tofu import graph as graph_lib
+from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
 from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
 from tf_tofu.graph import view
@@ -45,13 +46,13 @@ def search_options(graph: view.SearchGraph, constraints: Optional[Constraints] =
       try:
         tensor_states[name] = tuple(state_from_str(v) for v in values)
       except ValueError as e:
-        raise ValueError(f"constraint on tensor {name!r}: {e}") from None
+        raise TofuError(f"constraint on tensor {name!r}: {e}") from None
     elif name in op_names:
       if not isinstance(value, str):
-        raise ValueError(f"constraint on op {name!r}: give one strategy name, got {value!r}")
+        raise TofuError(f"constraint on op {name!r}: give one strategy name, got {value!r}")
       op_strategies[name] = value
     else:
-      raise ValueError(f"constraint names {name!r}, which is neither a tensor nor an op of the "
+      raise TofuError(f"constraint names {name!r}, which is neither a tensor nor an op of the "
                        "graph (tensors are named 'op:index')")
   return SearchOptions(tensor_states=tensor_states, op_strategies=op_strategies, **kwargs)
 

@@ -1,8 +1,10 @@
 """Tests for tf_tofu.cli: the tofu command's dispatch, help and python -m."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import absltest
 
@@ -31,10 +33,25 @@ class DispatchTest(absltest.TestCase):
     for flag in ("--output", "--plan_in", "--comm", "--devices", "--feeds", "--tensorboard"):
       self.assertIn(flag, text)
 
-  def test_validate_subset(self):
-    out = tofu("validate", "--only=MatMul", "--coverage_out=")
+  def test_help_lists_the_subcommands_own_flags_only(self):
+    text = tofu("rewrite", "--help").stdout
+    for flag in ("--output", "--plan_in", "--comm", "--devices", "--feeds", "--tensorboard"):
+      self.assertIn(flag, text)
+    self.assertNotIn("--coverage_out", text)  # validate's
+    self.assertNotIn("--only", text)          # validate's and bench's
+    self.assertIn("--coverage_out", tofu("validate", "--help").stdout)
+
+  def test_validate_subset_writes_no_file_unless_asked(self):
+    cwd = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, cwd)
+    out = tofu("validate", "--only=MatMul", cwd=cwd)
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])
     self.assertRegex(out.stdout, r"validated 1 op types, \d+ cases, \d+ strategies: 0 mismatches")
+    self.assertEqual(os.listdir(cwd), [])
+    table = os.path.join(cwd, "table.md")
+    out = tofu("validate", "--only=MatMul", f"--coverage_out={table}", cwd=cwd)
+    self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+    self.assertIn("MatMul", open(table).read())
 
 
 if __name__ == "__main__":

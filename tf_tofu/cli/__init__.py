@@ -4,7 +4,7 @@
     tofu plan --saved_model=DIR --devices=8 --plan_out=plan.json
     tofu rewrite --saved_model=DIR --devices=8 --output=OUT_DIR
     tofu validate [--only=MatMul,Conv2D] [--coverage_out=docs/op_coverage.md]
-    tofu bench [--only=search,memory] [--sizes=tiny] [--nowrite]
+    tofu bench [--only=search,memory] [--sizes=tiny] [--write]
     tofu fuzz [--examples=2000 --seed=0 --out_dir=tofu_fuzz]
 
 ``demo`` partitions a zoo model across logical devices end to end
@@ -15,7 +15,8 @@ description against its TensorFlow kernel (``tf_tofu.opdefs.validate``);
 ``bench`` runs the benchmarks of ``tools/`` (``tf_tofu.cli.bench``);
 ``fuzz`` runs random training steps through the whole pipeline
 (``tf_tofu.cli.fuzz``).
-Each takes absl flags; ``tofu SUBCOMMAND --helpfull`` lists them.
+Each takes absl flags: ``tofu SUBCOMMAND --help`` lists its own,
+``--helpfull`` every flag of the process.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ SUBCOMMANDS = {
 
 def _usage() -> str:
   return ("usage: tofu SUBCOMMAND [flags]\n  subcommands: " + ", ".join(sorted(SUBCOMMANDS))
-          + "\n  tofu SUBCOMMAND --helpfull lists a subcommand's flags")
+          + "\n  tofu SUBCOMMAND --help lists a subcommand's flags")
 
 
 def run(argv=None) -> None:
@@ -50,7 +51,15 @@ def run(argv=None) -> None:
     print(f"tofu: unknown subcommand {name!r}\n{_usage()}", file=sys.stderr)
     sys.exit(2)
   import importlib
+  from absl import flags
   module = importlib.import_module(SUBCOMMANDS[name])
+  # absl's --help lists the key flags of the module named by sys.argv[0]: make the flags
+  # of the subcommand and of the tf_tofu modules it imports (shared inputs) that module's.
+  own = [module.__name__] + sorted(m.__name__ for m in vars(module).values()
+                                   if isinstance(m, type(sys)) and m.__name__.startswith("tf_tofu."))
+  for source in own:
+    for flag in flags.FLAGS.get_flags_for_module(source):
+      flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   main_module = sys.modules.get("__main__")
   if main_module is not None and module.__doc__:
     main_module.__doc__ = module.__doc__  # absl's --help prints the main module's docstring

@@ -1,14 +1,15 @@
-"""``tofu bench``: the benchmark harness; writes docs/benchmarks.md of the checkout.
+"""``tofu bench``: the benchmark harness; with ``--write``, updates docs/benchmarks.md.
 
-    tofu bench                          # search time, bytes per planner, memory per device
-    tofu bench --only=memory --sizes=tiny --nowrite
+    tofu bench --only=memory --sizes=tiny   # prints the figures
+    tofu bench --write                      # search time, bytes per planner, memory per device
 
 Runs, from the checkout this package is installed from (``pip install -e .``),
 ``tools/bench_search.py`` (search time against k; bytes per step for tofu
 against every baseline) and ``tools/bench_memory.py`` (rewrite time; peak
 memory per device against the ideal), each in its own process, passing
-``--sizes`` and ``--nowrite`` on.  Each tool prints its figures and writes its
-sections of ``docs/benchmarks.md`` with the command that produced them.
+``--sizes`` and ``--write``/``--nowrite`` on.  Each tool prints its figures;
+with ``--write`` it also writes its sections of the checkout's
+``docs/benchmarks.md`` with the command that produced them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from absl import app, flags
 FLAGS = flags.FLAGS
 flags.DEFINE_list("only", ["search", "memory"], "Which benchmarks: search, memory.")
 flags.DEFINE_enum("sizes", "paper", ["paper", "tiny"], "Paper-sized or tiny models.")
-flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
+flags.DEFINE_bool("write", False, "Also write the figures into the checkout's "
+                  "docs/benchmarks.md.")
 
 TOOLS = {"search": "bench_search.py", "memory": "bench_memory.py"}
 
@@ -42,8 +44,8 @@ def main(argv) -> int:
       print(f"tofu: error: {tool} not found; tofu bench runs from a checkout of tf_tofu "
             "(pip install -e .)", file=sys.stderr)
       return 2
-    args = [sys.executable, tool, f"--sizes={FLAGS.sizes}"] + ([] if FLAGS.write else
-                                                               ["--nowrite"])
+    args = [sys.executable, tool, f"--sizes={FLAGS.sizes}",
+            "--write" if FLAGS.write else "--nowrite"]
     print("$ " + " ".join(["python", os.path.join("tools", TOOLS[name])] + args[2:]), flush=True)
     code = subprocess.call(args, cwd=root)
     if code:

@@ -26,6 +26,7 @@ from typing import Callable
 
 from absl import flags
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.ingest import IngestError
 
 FLAGS = flags.FLAGS
@@ -43,7 +44,7 @@ flags.DEFINE_bool("overwrite", False, "Replace outputs that exist already (a dir
 OUTPUT_MARKER = ".tofu-output"
 
 
-class UsageError(ValueError):
+class UsageError(TofuError):
   """A command line that cannot be carried out, with what to do instead."""
 
 

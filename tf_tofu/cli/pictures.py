@@ -47,6 +47,7 @@ import shutil
 import subprocess
 from typing import Sequence
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.cli import inputs
 from tf_tofu.core.plan import Plan, human_bytes
 from tf_tofu.graph import vocabulary
@@ -291,7 +292,7 @@ def write_dot(path: str, graph: SearchGraph, plan: Plan, describer=None) -> list
   """
   stem, ext = os.path.splitext(path)
   if ext.lower() in tuple("." + f for f in RENDER_FORMATS):
-    raise ValueError(f"write_dot({path!r}): give the .dot path; the {ext} is rendered beside it")
+    raise TofuError(f"write_dot({path!r}): give the .dot path; the {ext} is rendered beside it")
   inputs.write_text_atomically(path, plan_dot(graph, plan, describer))
   written = [path]
   dot = shutil.which("dot")

@@ -36,7 +36,7 @@ flags.DEFINE_string("output", None, "Where to write: a .pb/.pbtxt GraphDef, or a
                     "directory.")
 flags.DEFINE_enum("comm", "plain", ["plain", "collective"], "Communication form.")
 flags.DEFINE_string("plan_in", None, "Apply this Plan JSON instead of searching.")
-flags.DEFINE_string("tensorboard", None, "Write the partitioned graph here for TensorBoard.")
+flags.DEFINE_string("tensorboard", None, "Write the partitioned graph here for TensorBoard (view it with `tensorboard --logdir DIR`; `pip install tf_tofu[tensorboard]`).")
 
 
 def partition_map(p) -> dict:

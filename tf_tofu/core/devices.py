@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 import tensorflow as tf
+from tf_tofu.core.errors import TofuError
 
 Devices = Union[int, Sequence[str]]
 
@@ -14,10 +15,10 @@ def canonical(name: str) -> str:
   try:
     spec = tf.DeviceSpec.from_string(name)
   except ValueError as e:
-    raise ValueError(f"device {name!r} is not a device name ({e}); write it like '/GPU:0' or "
+    raise TofuError(f"device {name!r} is not a device name ({e}); write it like '/GPU:0' or "
                      "'/job:worker/task:1/device:GPU:0'") from None
   if spec.device_type is None or spec.device_index is None:
-    raise ValueError(f"device {name!r} must name a type and an index, like '/GPU:0'")
+    raise TofuError(f"device {name!r} must name a type and an index, like '/GPU:0'")
   return spec.to_string()
 
 
@@ -53,7 +54,7 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
     raise TypeError(f"devices must be an int or a list of device names, got {devices!r}")
   if isinstance(devices, int):
     if devices < 1:
-      raise ValueError(f"devices={devices}: need at least one device")
+      raise TofuError(f"devices={devices}: need at least one device")
     gpus = tf.config.list_logical_devices("GPU")
     if len(gpus) >= devices:
       return tuple(canonical(d.name) for d in gpus[:devices])
@@ -61,13 +62,13 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
     if len(cpus) >= devices:
       return tuple(canonical(d.name) for d in cpus[:devices])
     if must_exist:
-      raise ValueError(
+      raise TofuError(
           f"devices={devices}: this machine has {len(gpus)} GPUs and {len(cpus)} logical CPU "
           f"devices; split the CPU first with tf.config.set_logical_device_configuration("
           f"cpu, [tf.config.LogicalDeviceConfiguration()] * {devices}) or pass fewer devices")
     return tuple(f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(devices))
   if not devices:
-    raise ValueError("devices is an empty list; name at least one device")
+    raise TofuError("devices is an empty list; name at least one device")
   if not all(isinstance(d, str) for d in devices):
     raise TypeError(f"devices must be device names (strings), got {list(devices)!r}")
   names = tuple(canonical(d) for d in devices)
@@ -75,7 +76,7 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
   for raw, name in zip(devices, names):
     key = _identity(name)
     if key in seen:
-      raise ValueError(f"device {raw!r} is listed twice (also as {seen[key]!r}); each device "
+      raise TofuError(f"device {raw!r} is listed twice (also as {seen[key]!r}); each device "
                        "may appear once")
     seen[key] = raw
   if must_exist:
@@ -85,5 +86,5 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
     for raw, name in zip(devices, names):
       bare = tf.DeviceSpec.from_string(name).replace(job=None, replica=None, task=None).to_string()
       if name not in known and bare not in short:
-        raise ValueError(f"device {raw!r} does not exist here; known devices: {sorted(known)}")
+        raise TofuError(f"device {raw!r} does not exist here; known devices: {sorted(known)}")
   return names

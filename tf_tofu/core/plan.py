@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.core.states import State, state_from_str
 
 FORMAT = "tf_tofu.plan/1"
@@ -38,7 +39,7 @@ def graph_signature(graph) -> str:
   return h.hexdigest()[:16]
 
 
-class PlanError(ValueError):
+class PlanError(TofuError):
   """A plan that cannot be read, or does not belong to the graph it is applied to."""
 
 

@@ -35,6 +35,7 @@ from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config
 from tensorflow.python.framework import cpp_shape_inference_pb2, tensor_util
 from tensorflow.python.grappler import tf_optimizer
 from tensorflow.python.ops import handle_data_util
+from tf_tofu.core.errors import TofuError
 
 CONTROL_FLOW_OPS = frozenset({
     "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "Switch",
@@ -49,7 +50,7 @@ VARIABLE_OPS = frozenset({"VarHandleOp", "_VarHandlesOp"})
 IMPLEMENTATION_DEFINED = {("FusedBatchNormV3", 5): (), ("_FusedBatchNormEx", 5): ()}
 
 
-class IngestError(ValueError):
+class IngestError(TofuError):
   """A graph that cannot be ingested: the message names the op or tensor and the fix."""
 
 

@@ -31,13 +31,14 @@ from typing import Optional
 
 import numpy as np
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.vocabulary import (IGNORED_OPS, RESOURCE_AS_VALUE, SHARD_SLOTS, SOURCE_OPS,
                                       UPDATE_OPS, VALUE_READ_OPS)
 from tf_tofu.opdefs.description import OpContext, TensorInfo
 from tf_tofu.opdefs.kernels import context_from_node_def
 
 
-class UnsupportedVariableOpError(ValueError):
+class UnsupportedVariableOpError(TofuError):
   """A step uses a variable through an op the partitioned variables cannot serve."""
 
 

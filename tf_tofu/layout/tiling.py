@@ -33,6 +33,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
 from tf_tofu.core.regions import Interval, Region, block
@@ -43,7 +44,7 @@ REPLICATE = "replicate"
 SINGLE = "single"
 
 
-class TilingError(ValueError):
+class TilingError(TofuError):
   """A layout or strategy cannot be applied to this tensor or op."""
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.models import gpt, lstm, mlp, wresnet
 from tf_tofu.models.common import DTYPES, FLAVORS, OPTIMIZERS, TrainStep
 
@@ -47,7 +48,7 @@ def builder_of(key: str) -> Callable[..., TrainStep]:
   for family in sorted(BUILDERS, key=len, reverse=True):
     if key.startswith(family):
       return BUILDERS[family]
-  raise ValueError(f"no zoo model {key!r}; families: {', '.join(sorted(BUILDERS))}")
+  raise TofuError(f"no zoo model {key!r}; families: {', '.join(sorted(BUILDERS))}")
 
 
 def build(key: str, *, flavor: str = "tf", optimizer: str = "sgd", materialize: bool = True,

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from tf_tofu.core.errors import TofuError
 
 FLAVORS = ("tf", "keras")
 OPTIMIZERS = ("sgd", "adam")
@@ -87,7 +88,7 @@ class TrainStep:
 def check_choice(what: str, value: str, allowed: Sequence[str]) -> None:
   """Raises ValueError naming ``what`` unless ``value`` is one of ``allowed``."""
   if value not in allowed:
-    raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
+    raise TofuError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
 
 
 @contextlib.contextmanager

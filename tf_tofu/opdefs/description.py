@@ -27,11 +27,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.opdefs import tdl
 from tf_tofu.core.regions import Region
 
 
-class DescriptionError(ValueError):
+class DescriptionError(TofuError):
   """A description cannot be applied to this op (non-constant meta input, bad attrs)."""
 
 

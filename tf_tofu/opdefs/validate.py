@@ -9,9 +9,10 @@ compare with the unpartitioned op on the same random inputs:
 
     max |combined - full| <= ATOL + RTOL * max |full|.
 
-Run as ``python -m tf_tofu.opdefs.validate``: writes ``docs/op_coverage.md``
-and ends with ``validated N op types, C cases, S strategies: F mismatches``;
-the exit status is non-zero on any mismatch.
+Run as ``tofu validate`` (or ``python -m tf_tofu.opdefs.validate``): prints
+every mismatch and ends with ``validated N op types, C cases, S strategies: F
+mismatches``; the exit status is non-zero on any mismatch.  Only when asked,
+``--coverage_out=docs/op_coverage.md`` writes the coverage table there.
 """
 
 from __future__ import annotations
@@ -219,8 +220,9 @@ def coverage_markdown(results: Sequence[CaseResult]) -> str:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("coverage_out", os.path.join("docs", "op_coverage.md"),
-                    "Where to write the coverage table ('' for nowhere).")
+flags.DEFINE_string("coverage_out", "",
+                    "Write the coverage table to this file (e.g. docs/op_coverage.md); by "
+                    "default it is written nowhere.")
 flags.DEFINE_string("only", "", "Comma-separated op types to check (default: all).")
 
 

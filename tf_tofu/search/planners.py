@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Optional
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import baselines, coarsen, recursive
@@ -30,7 +31,7 @@ PLANNERS: Mapping[str, Callable] = {
 def check(planner: str) -> str:
   """``planner`` if it is a planner's name, else ValueError listing them."""
   if planner not in PLANNERS:
-    raise ValueError(f"unknown planner {planner!r}; choose one of {sorted(PLANNERS)}")
+    raise TofuError(f"unknown planner {planner!r}; choose one of {sorted(PLANNERS)}")
   return planner
 
 
