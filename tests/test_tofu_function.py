@@ -199,6 +199,18 @@ class FunctionApiTest(ZooCase):
                                rtol=equivalence.RTOL)
     self.assertFalse(all(np.array_equal(after_one[n], zoo.reference.initial[n]) for n in after_one))
 
+  def test_load_variables_restarts_from_the_users_values(self):
+    zoo = self.zoo("mlp", "tf", "adam")
+    f = tf_tofu.function(zoo.step.fn, devices=3)
+    zoo.reference.restore()
+    first = float(f(*zoo.inputs[0]))
+    again_without_load = float(f(*zoo.inputs[0]))  # the shards trained on
+    f.load_variables()                              # back to the user's (initial) values
+    again = float(f(*zoo.inputs[0]))
+    zoo.reference.restore()
+    self.assertEqual(again, first)
+    self.assertNotEqual(again_without_load, first)
+
   def test_decorator_and_a_second_signature(self):
     zoo = self.zoo("mlp", "tf", "sgd")
     fn = zoo.step.fn.python_function  # the zoo's tf.function fixes one input signature

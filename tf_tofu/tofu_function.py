@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_tofu import api, graph as graph_lib
+from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
 from tf_tofu.core.plan import Plan
 from tf_tofu.graph import ingest as ingest_tf, view
@@ -87,11 +88,11 @@ class Function:
       g = graph_lib.trace(cf)
       missing = [v.name for v in g.variables if v.handle not in g.live_handles]
       if missing:
-        raise ValueError(f"variables {missing[:3]} of the step have no live value to shard")
+        raise TofuError(f"variables {missing[:3]} of the step have no live value to shard")
       outputs = cf.structured_outputs
       n_out = 0 if outputs is None else len(tf.nest.flatten(outputs, expand_composites=True))
       if n_out != len(g.fetches):  # checked before planning, so before any shard is updated
-        raise ValueError(f"the step returns {n_out} tensors but {len(g.fetches)} were fetched "
+        raise TofuError(f"the step returns {n_out} tensors but {len(g.fetches)} were fetched "
                          "from its graph; return tensors (or nothing), not Python values")
       job = api.partition(g, devices=self.devices, planner=self.planner, comm=self.comm,
                           constraints=self.constraints, describer=self.describer)
@@ -135,10 +136,21 @@ class Function:
       e.shards = execute.create_shards(e.partitioned, values)
       e.run = execute.wrap(e.partitioned, list(e.graph.fetches), e.shards)
     else:
-      for h, v in e.partitioned.variables.items():
-        for s in v.shards:
-          e.shards[f"{s.placeholder}:0"].assign(values[h][s.box.slices()])
+      self._load(e, values)
     self._active = e
+
+  @staticmethod
+  def _load(e: _Entry, values) -> None:
+    for h, v in e.partitioned.variables.items():
+      for s in v.shards:
+        e.shards[f"{s.placeholder}:0"].assign(values[h][s.box.slices()])
+
+  def load_variables(self) -> None:
+    """Reads the user's variables into the shards (after they changed outside the
+    partitioned step: a checkpoint restored, weights set by hand)."""
+    e = self._active
+    if e is not None:
+      self._load(e, e.graph.variable_values(list(e.partitioned.variables)))
 
   def sync_variables(self) -> None:
     """Writes the current shards back into the user's variables (training goes on with

@@ -28,6 +28,7 @@ class EdgeTest(absltest.TestCase):
     self.assertEqual(count.edge_bytes, 2 * 48)
     self.assertEqual(count.edges, (("x:0", "/device:CPU:1", 48), ("x:0", "/device:CPU:2", 48)))
     self.assertEqual(count.collective_bytes, 0)
+    self.assertEqual(count.received, {"/device:CPU:1": 48, "/device:CPU:2": 48})
 
   def test_control_edges_move_nothing(self):
     b = comm.GraphBuilder()
@@ -89,6 +90,8 @@ class CollectiveCountTest(parameterized.TestCase):
     count = transfer_count(self.group(op, n))
     self.assertEqual((count.edge_bytes, count.collective_bytes), (0, want))
     self.assertLen(count.collectives, 1)
+    # Every member receives an equal share.
+    self.assertEqual(count.received, {cpu(d): want // n for d in range(n)})
 
   def test_incomplete_group_is_refused(self):
     with self.assertRaisesRegex(ValueError, "3 members"):

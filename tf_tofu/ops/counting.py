@@ -26,6 +26,7 @@ import dataclasses
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+from tf_tofu.core.errors import TofuError
 from tf_tofu.ops.comm import (COLLECTIVE_GATHER, COLLECTIVE_OPS, COLLECTIVE_REDUCE,
                               COLLECTIVE_REDUCE_SCATTER)
 from tf_tofu.ops.shapes import StaticShapes
@@ -45,7 +46,7 @@ def _parse_input(inp: str) -> tuple[str, int]:
 
 def _canonical_device(name: str, node: str) -> str:
   if not name:
-    raise ValueError(f"node {node!r} has no device; a partitioned graph places every node")
+    raise TofuError(f"node {node!r} has no device; a partitioned graph places every node")
   return tf.DeviceSpec.from_string(name).to_string()
 
 
@@ -57,6 +58,9 @@ class TransferCount:
   collective_bytes: int
   edges: tuple[tuple[str, str, int], ...]        # (tensor, destination device, bytes)
   collectives: tuple[tuple[str, int, int, int], ...]  # (op type, group key, instance key, bytes)
+  # Bytes each device receives: its incoming edges, plus 1/n of every collective instance
+  # of n members it belongs to (the collectives move equal shares to every member).
+  received: dict[str, int] = dataclasses.field(default_factory=dict)
 
   @property
   def total(self) -> int:
@@ -67,7 +71,7 @@ def _const_int(nodes, inp: str, what: str, consumer: str) -> int:
   node, _ = _parse_input(inp)
   nd = nodes.get(node)
   if nd is None or nd.op != "Const":
-    raise ValueError(f"collective {consumer!r}: its {what} must be a Const to be counted, "
+    raise TofuError(f"collective {consumer!r}: its {what} must be a Const to be counted, "
                      f"got {nd.op if nd is not None else 'nothing'} {node!r}")
   return int(tf.make_ndarray(nd.attr["value"].tensor))
 
@@ -81,14 +85,14 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
   instances: dict[tuple[str, int, int], list] = collections.defaultdict(list)
   for n in graph_def.node:
     if n.op in _UNCOUNTED_COLLECTIVES:
-      raise ValueError(f"node {n.name!r}: counting {n.op} is not implemented; the rewrite "
+      raise TofuError(f"node {n.name!r}: counting {n.op} is not implemented; the rewrite "
                        f"emits only {sorted(COLLECTIVE_OPS)}")
     for inp in n.input:
       if inp.startswith("^"):
         continue
       src, idx = _parse_input(inp)
       if src not in nodes:
-        raise ValueError(f"node {n.name!r} reads {inp!r}, which is not in the graph")
+        raise TofuError(f"node {n.name!r} reads {inp!r}, which is not in the graph")
       if devices[src] != devices[n.name]:
         key = (src, idx, devices[n.name])
         if key not in seen:
@@ -98,12 +102,15 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
       gkey = _const_int(nodes, n.input[2], "group_key", n.name)
       ikey = _const_int(nodes, n.input[3], "instance_key", n.name)
       src, idx = _parse_input(n.input[0])
-      instances[(n.op, gkey, ikey)].append((n.name, size, shapes.bytes(src, idx)))
+      instances[(n.op, gkey, ikey)].append((devices[n.name], size, shapes.bytes(src, idx)))
+  received: dict[str, int] = collections.Counter()
+  for (_, _, device), b in seen.items():
+    received[device] += b
   collectives = []
   for (op, gkey, ikey), members in sorted(instances.items()):
     sizes = {m[1] for m in members}
     if len(sizes) != 1 or len(members) != sizes.pop():
-      raise ValueError(f"{op} instance {ikey} of group {gkey} has {len(members)} members in "
+      raise TofuError(f"{op} instance {ikey} of group {gkey} has {len(members)} members in "
                        f"this graph, they declare group sizes {sorted({m[1] for m in members})}")
     n = len(members)
     per = [m[2] for m in members]
@@ -116,9 +123,11 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
     else:  # pragma: no cover - COLLECTIVE_OPS is exhaustive
       raise AssertionError(op)
     collectives.append((op, gkey, ikey, moved))
+    for device, *_ in members:
+      received[device] += moved // n
   edges = tuple(sorted((f"{s}:{i}", d, b) for (s, i, d), b in seen.items()))
   return TransferCount(sum(b for *_, b in edges), sum(c[3] for c in collectives), edges,
-                       tuple(collectives))
+                       tuple(collectives), dict(sorted(received.items())))
 
 
 def count_transfer_bytes(graph_def: graph_pb2.GraphDef) -> int:
