@@ -17,16 +17,21 @@ _LAZY = {
     "TofuError": "tf_tofu.core.errors",
 }
 
-__all__ = sorted(_LAZY)
+# Subpackages that are public API: ``tf_tofu.keras.partition(model, devices=8)``.
+_SUBPACKAGES = ("keras",)
+
+__all__ = sorted((*_LAZY, *_SUBPACKAGES))
 
 
 def __getattr__(name):
   """The public names load TensorFlow on first use, not at package import."""
+  import importlib
   if name in _LAZY:
-    import importlib
     return getattr(importlib.import_module(_LAZY[name]), name)
+  if name in _SUBPACKAGES:
+    return importlib.import_module(f"tf_tofu.{name}")
   raise AttributeError(f"module 'tf_tofu' has no attribute {name!r}")
 
 
 def __dir__():
-  return sorted(set(globals()) | set(_LAZY))
+  return sorted(set(globals()) | set(__all__))

@@ -26,9 +26,11 @@ import benchdoc  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["ResNet50", "MobileNetV2", "EfficientNetB0", "DenseNet121",
                              "InceptionV3", "ConvNeXtTiny"], "Catalogue models to sweep.")
-flags.DEFINE_list("optimizers", ["adam"], "Keras optimizers (each model runs each).")
+flags.DEFINE_list("optimizers", ["momentum"], "Keras optimizers (each model runs each).")
+flags.DEFINE_integer("steps", 1, "Training steps compared with the unpartitioned step.")
 flags.DEFINE_integer("k", 4, "Device count (logical CPU devices).")
-flags.DEFINE_enum("dtype", "float64", ["float32", "float64"], "Float type of the models (float64: numerics compared at the fixed float64 bound).")
+flags.DEFINE_enum("dtype", "float64", ["float32", "float64"],
+                  "Float type of the models (float64: numerics at the fixed float64 bound).")
 flags.DEFINE_list("baselines", ["datapar", "megatron", "spartan"], "Baselines to price.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
 
@@ -54,7 +56,7 @@ def main(argv):
   for model in FLAGS.models:
     for optimizer in FLAGS.optimizers:
       step = keras_catalog.build(model, optimizer, FLAGS.dtype)
-      inputs = [step.example_inputs(seed) for seed in range(2)]
+      inputs = [step.example_inputs(seed) for seed in range(FLAGS.steps)]
       try:
         r = sweep.check_step(step.name, step.fn, inputs, FLAGS.k, baselines=FLAGS.baselines)
       except Exception as e:  # a model the pipeline refuses is a row too, with the reason

@@ -14,8 +14,9 @@ whole pipeline through ``tf_tofu.function`` and measures:
 * ``memory_ratio``: the worst device's estimated peak over the ideal
   ``single-device peak / k`` (``tf_tofu.rewrite.memory``);
 * ``mismatches``: what differs from the unpartitioned step after running
-  every batch from the same initial values (``equivalence.Reference``), at
-  the fixed float64 bound, or the float32 bound for a float32 step;
+  every batch of ``inputs`` from the same initial values
+  (``equivalence.Reference``), at the fixed float64 bound, or the float32
+  bound for a float32 step;
 * ``plan_seconds`` (trace, search and rewrite) and ``first_call_seconds``
   (shards, function build and the first step).
 
