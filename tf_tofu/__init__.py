@@ -15,6 +15,7 @@ _LAZY = {
     "Function": "tf_tofu.tofu_function",
     "count_transfer_bytes": "tf_tofu.ops.counting",
     "TofuError": "tf_tofu.core.errors",
+    "set_verbose": "tf_tofu.core.progress",
 }
 
 # Subpackages that are public API: ``tf_tofu.keras.partition(model, devices=8)``.

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from tf_tofu import graph as graph_lib
 from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
+from tf_tofu.core import progress
 from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
 from tf_tofu.graph import view
 from tf_tofu.opdefs.registry import Describer
@@ -63,7 +64,13 @@ def as_graph(fn_or_graph: Any, signature: Sequence[Any]):
     if signature:
       raise TypeError("a TofuGraph is already traced; pass no signature")
     return fn_or_graph
-  return graph_lib.trace(fn_or_graph, *signature)
+  with progress.phase("tracing the step"):
+    return graph_lib.trace(fn_or_graph, *signature)
+
+
+def _view(tofu_graph, describer: Describer) -> view.SearchGraph:
+  with progress.phase(f"describing {len(tofu_graph.ops):,} ops"):
+    return view.from_tofu_graph(tofu_graph, describer)
 
 
 def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: str = "tofu",
@@ -82,8 +89,9 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
   planners.check(planner)
   names = devices_lib.resolve(devices)
   describer = describer or Describer()
-  result = planners.run(planner, graph, len(names), describer,
-                        search_options(graph, constraints, **options))
+  with progress.phase(f"planning {len(graph.ops):,} ops over {len(names)} devices ({planner})"):
+    result = planners.run(planner, graph, len(names), describer,
+                          search_options(graph, constraints, **options))
   return plan_from_search(result, graph, planner, names)
 
 
@@ -101,7 +109,7 @@ def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planne
     The Plan, with ``total_bytes``, ``proven_optimal``, ``to_json()`` and ``report()``.
   """
   describer = describer or Describer()
-  graph = view.from_tofu_graph(as_graph(fn_or_graph, signature), describer)
+  graph = _view(as_graph(fn_or_graph, signature), describer)
   return plan_view(graph, devices, planner, constraints, describer, **options)
 
 
@@ -131,13 +139,14 @@ def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.D
   """
   describer = describer or Describer()
   tofu_graph = as_graph(fn_or_graph, signature)
-  graph = view.from_tofu_graph(tofu_graph, describer)
+  graph = _view(tofu_graph, describer)
   if plan_json is not None:
     the_plan = load_plan(plan_json, graph, describer, devices=devices)
   else:
     the_plan = plan_view(graph, devices, planner, constraints, describer, **options)
-  p = partition_graph_def(graph, the_plan, describer, comm=comm,
-                          fetches=list(tofu_graph.fetches))
+  with progress.phase(f"rewriting for {len(the_plan.devices)} devices"):
+    p = partition_graph_def(graph, the_plan, describer, comm=comm,
+                            fetches=list(tofu_graph.fetches))
   return Partitioning(tofu_graph, graph, the_plan, p)
 
 

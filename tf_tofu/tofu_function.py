@@ -31,6 +31,7 @@ import tensorflow as tf
 from tf_tofu import api, graph as graph_lib
 from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
+from tf_tofu.core import progress
 from tf_tofu.core.plan import Plan
 from tf_tofu.graph import ingest as ingest_tf, view
 from tf_tofu.opdefs.registry import Describer
@@ -53,6 +54,7 @@ class _Entry:
   run: Optional[Callable] = None
   shards: Optional[dict] = None
   memory: Optional[dict] = None
+  ran: bool = False  # the partitioned function has run once (TensorFlow prepared it)
 
 
 def _spec_of(arg: Any) -> tf.TensorSpec:
@@ -109,7 +111,8 @@ class Function:
     of the partitioned graph).  ``plan(...).report(memory=...)`` shows it."""
     e = self._entry(args)
     if e.memory is None:
-      e.memory = memory.plan_memory(e.graph, e.partitioned)
+      with progress.phase("estimating the memory per device"):
+        e.memory = memory.plan_memory(e.graph, e.partitioned)
     return e.memory
 
   def partitioned(self, *args: Any) -> Partitioned:
@@ -133,8 +136,10 @@ class Function:
     self.sync_variables()
     values = e.graph.variable_values(list(e.partitioned.variables))
     if e.shards is None:
-      e.shards = execute.create_shards(e.partitioned, values)
-      e.run = execute.wrap(e.partitioned, list(e.graph.fetches), e.shards)
+      with progress.phase(f"creating shards and importing {len(e.partitioned.graph_def.node):,} "
+                          "nodes"):
+        e.shards = execute.create_shards(e.partitioned, values)
+        e.run = execute.wrap(e.partitioned, list(e.graph.fetches), e.shards)
     else:
       self._load(e, values)
     self._active = e
@@ -171,7 +176,12 @@ class Function:
     e = self._entry(args)
     self._activate(e)
     values = [np.asarray(a) for a in args]
-    got = e.run(dict(zip(e.graph.feeds, values)))
+    if not e.ran:
+      with progress.phase("first run (TensorFlow optimises the partitioned graph)"):
+        got = e.run(dict(zip(e.graph.feeds, values)))
+      e.ran = True
+    else:
+      got = e.run(dict(zip(e.graph.feeds, values)))
     if e.structured_outputs is None:
       return None  # a step that returns nothing (its updates ran)
     flat = [tf.constant(got[t]) for t in e.graph.fetches]

@@ -16,14 +16,18 @@ description against its TensorFlow kernel (``tf_tofu.opdefs.validate``);
 ``fuzz`` runs random training steps through the whole pipeline
 (``tf_tofu.cli.fuzz``).
 Each takes absl flags: ``tofu SUBCOMMAND --help`` lists its own,
-``--helpfull`` every flag of the process.
+``--helpfull`` every flag of the process.  Every subcommand shows the phases
+of long work on stderr (``tf_tofu.core.progress``; ``--noprogress`` hides
+them) and writes stdout line by line, also into a pipe.
 """
 
 from __future__ import annotations
 
 import sys
 
-from absl import app
+from absl import app, flags
+
+flags.DEFINE_bool("progress", True, "Show the phases of long work (over 2 s) on stderr.")
 
 SUBCOMMANDS = {
     "bench": "tf_tofu.cli.bench",
@@ -51,16 +55,24 @@ def run(argv=None) -> None:
     print(f"tofu: unknown subcommand {name!r}\n{_usage()}", file=sys.stderr)
     sys.exit(2)
   import importlib
-  from absl import flags
+  if hasattr(sys.stdout, "reconfigure"):
+    sys.stdout.reconfigure(line_buffering=True)  # a pipe sees each line when it is printed
   module = importlib.import_module(SUBCOMMANDS[name])
   # absl's --help lists the key flags of the module named by sys.argv[0]: make the flags
   # of the subcommand and of the tf_tofu modules it imports (shared inputs) that module's.
-  own = [module.__name__] + sorted(m.__name__ for m in vars(module).values()
-                                   if isinstance(m, type(sys)) and m.__name__.startswith("tf_tofu."))
+  imported = sorted(m.__name__ for m in vars(module).values()
+                    if isinstance(m, type(sys)) and m.__name__.startswith("tf_tofu."))
+  own = [__name__, module.__name__, *imported]
   for source in own:
     for flag in flags.FLAGS.get_flags_for_module(source):
       flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
   main_module = sys.modules.get("__main__")
   if main_module is not None and module.__doc__:
     main_module.__doc__ = module.__doc__  # absl's --help prints the main module's docstring
-  app.run(module.main, argv=[f"tofu {name}", *argv[2:]])
+
+  def main(args):
+    from tf_tofu.core import progress
+    progress.set_verbose(flags.FLAGS.progress)
+    return module.main(args)
+
+  app.run(main, argv=[f"tofu {name}", *argv[2:]])

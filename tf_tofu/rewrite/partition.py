@@ -64,9 +64,9 @@ import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
-from absl import logging
 from tensorflow.core.framework import graph_pb2
 
+from tf_tofu.core import progress
 from tf_tofu.layout import tiling
 from tf_tofu.core.regions import Interval, Region
 from tf_tofu.opdefs.registry import Describer, context_key
@@ -508,7 +508,7 @@ class _Partitioner:
     for i, op in enumerate(order):
       emit[op.kind](op)
       if (i + 1) % 1000 == 0:
-        logging.info("rewrite: %d of %d ops", i + 1, len(order))
+        progress.update(f"{i + 1:,} of {len(order):,} ops")
     self._order(order, controls)
     if fetches is None:
       read = {t for op in self.g.ops for t in op.inputs if t}

@@ -22,8 +22,8 @@ import itertools
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
-from absl import logging
 
+from tf_tofu.core import progress
 from tf_tofu.layout import transfers
 from tf_tofu.core.regions import Region
 from tf_tofu.opdefs.registry import Describer, context_key
@@ -258,7 +258,7 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
         factors.append(dp.Factor(sub_scope, stack.min(axis=0)))
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
-      logging.info("level n=%d: priced %d/%d op groups", n, count + 1, len(todo))
+      progress.update(f"level n={n}: priced {count + 1:,}/{len(todo):,} op groups")
   return LevelProblem(n, tuple(domains), tuple(factors), tuple(units))
 
 

@@ -22,8 +22,8 @@ import itertools
 import time
 from typing import Callable, Optional, Sequence
 
-from absl import logging
 
+from tf_tofu.core import progress
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.core.states import Cut, State
 from tf_tofu.search import onecut
@@ -115,7 +115,7 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: Leve
       groups_at *= n
     cand = SearchResult(tuple(order), layouts, strategies, tuple(results), ev, objective,
                         all(r.proven_optimal for r in results), tuple(orders), 0.0)
-    logging.info("factor order %s: %d bytes per step", order, ev.total_bytes)
+    progress.update(f"factor order {order}: {ev.total_bytes:,} bytes per step")
     if best is None or ev.total_bytes < best.evaluation.total_bytes:
       best = cand
   return dataclasses.replace(best, seconds=time.perf_counter() - start)

@@ -1,0 +1,112 @@
+"""What long work tells a person while it runs.
+
+    with progress.phase("planning 10,211 ops over 4 devices"):
+      ...
+      progress.update("level 1 of 2: priced 4000/4259 op groups")
+
+A phase still running after :data:`DELAY` seconds prints its name on
+stderr (flushed), then the latest :func:`update` at most once every
+:data:`INTERVAL` seconds, and when it ends, how long it took.  Work that
+finishes sooner prints nothing, so quick calls stay quiet.  Phases nest: an
+inner phase is shown indented under the outer one.
+
+On by default, in library use and on the command line.  Silence it with
+``tf_tofu.set_verbose(False)`` or the environment variable
+``TF_TOFU_VERBOSE=0``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from typing import Iterator, Optional
+
+DELAY = 2.0
+INTERVAL = 1.0
+
+_verbose: Optional[bool] = None
+_lock = threading.Lock()
+_stack: list["_Phase"] = []
+
+
+def set_verbose(on: bool) -> None:
+  """Shows (True) or hides (False) the progress of long work from now on."""
+  global _verbose
+  _verbose = bool(on)
+
+
+def verbose() -> bool:
+  """Whether progress is shown: :func:`set_verbose`, else ``TF_TOFU_VERBOSE`` (default on)."""
+  if _verbose is not None:
+    return _verbose
+  return os.environ.get("TF_TOFU_VERBOSE", "1").strip().lower() not in ("0", "false", "no", "")
+
+
+def _write(text: str) -> None:
+  sys.stderr.write(text + "\n")
+  sys.stderr.flush()
+
+
+class _Phase:
+
+  def __init__(self, name: str, parent: Optional["_Phase"]):
+    self.name = name
+    self.parent = parent
+    self.indent = "  " * (0 if parent is None else len(parent.indent) // 2 + 1)
+    self.start = time.monotonic()
+    self.shown = False
+    self.last_update = 0.0
+    self.timer = threading.Timer(DELAY, self.show)
+    self.timer.daemon = True
+
+  def show(self) -> None:
+    with _lock:
+      self._show()
+
+  def _show(self) -> None:
+    if self.parent is not None:
+      self.parent._show()  # an inner phase is shown under its outer one
+    if not self.shown:
+      self.shown = True
+      _write(f"tf_tofu: {self.indent}{self.name} ...")
+
+  def update(self, text: str) -> None:
+    now = time.monotonic()
+    with _lock:
+      if self.shown and now - self.last_update >= INTERVAL:
+        self.last_update = now
+        _write(f"tf_tofu: {self.indent}  {text}")
+
+  def end(self) -> None:
+    self.timer.cancel()
+    with _lock:
+      if self.shown:
+        _write(f"tf_tofu: {self.indent}{self.name}: done in {time.monotonic() - self.start:.1f} s")
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+  """Runs the block as a named phase (module docstring); nothing is shown if it is quick."""
+  if not verbose():
+    yield
+    return
+  p = _Phase(name, _stack[-1] if _stack else None)
+  _stack.append(p)
+  p.timer.start()
+  try:
+    yield
+  finally:
+    p.end()
+    _stack.remove(p)
+
+
+def update(text: str) -> None:
+  """Reports progress inside the innermost phase (shown only once that phase is)."""
+  if _stack:
+    _stack[-1].update(text)
+
+
+__all__ = ["DELAY", "INTERVAL", "phase", "set_verbose", "update", "verbose"]
