@@ -7,6 +7,7 @@ import tensorflow as tf
 from absl.testing import absltest
 
 from tests.cli.clitest import K, CommandCase, tofu
+from tf_tofu.rewrite import export
 
 
 class RewriteCommandTest(CommandCase):
@@ -19,15 +20,28 @@ class RewriteCommandTest(CommandCase):
                  f"--devices={K}", "--comm=collective", f"--output={out}",
                  f"--tensorboard={board}"))
     self.assertTrue(os.listdir(board))
-    loaded = tf.saved_model.load(out)
-    sig = loaded.signatures["serving_default"]
+    tf.config.set_soft_device_placement(True)  # TF re-applies saved devices only with it on
+    try:
+      loaded = tf.saved_model.load(out, options=export.LOAD_OPTIONS)
+    finally:
+      tf.config.set_soft_device_placement(False)
+    # The signature key, the output names and the variable names of the input are kept.
+    self.assertEqual(list(loaded.signatures), ["train"])
+    sig = loaded.signatures["train"]
+    ref = tf.saved_model.load(self.saved).signatures["train"]
+    self.assertEqual(sorted(sig.structured_outputs), sorted(ref.structured_outputs))
+    kernel = loaded.shards["dense_0/kernel"]
+    self.assertLen(kernel, K)
+    self.assertEqual([v.name for v in kernel],
+                     [f"dense_0/kernel/tofu_shard_{d}:0" for d in range(K)])
+    self.assertEqual(sorted({v.device[-5:] for v in kernel}), [f"CPU:{d}" for d in range(K)])
     x, y = self.step.example_inputs(seed=3)
     first = sig(x=tf.constant(x), y=tf.constant(y))
     second = sig(x=tf.constant(x), y=tf.constant(y))
     (name,) = first
     # The reference: the saved step's own signature, on a fresh load of the input.
     ref = tf.saved_model.load(self.saved).signatures["train"]
-    want = [float(list(ref(x=tf.constant(x), y=tf.constant(y)).values())[0]) for _ in range(2)]
+    want = [float(ref(x=tf.constant(x), y=tf.constant(y))[name]) for _ in range(2)]
     np.testing.assert_allclose([float(first[name]), float(second[name])], want, rtol=1e-5)
 
   def test_a_graph_def_file_with_feeds(self):

@@ -115,10 +115,12 @@ def main(argv) -> int:
             f"none (for {missing[:3]}); write a .pb/.pbtxt GraphDef instead, or rewrite a "
             "SavedModel")
       values = graph.variable_values(list(p.variables))
-      cli_inputs.write_atomically(out, lambda tmp: export.save(p, values, tmp,
-                                                               list(graph.fetches)),
-                                  directory=True)
-      print(f"wrote SavedModel {out}: signature serving_default runs on {', '.join(p.devices)}")
+      key = graph.signature_key or "serving_default"
+      cli_inputs.write_atomically(out, lambda tmp: export.save(
+          p, values, tmp, list(graph.fetches), signature_key=key,
+          output_names=graph.output_names), directory=True)
+      print(f"wrote SavedModel {out}: signature {key!r} runs on {', '.join(p.devices)} (load "
+            "it with tf_tofu.rewrite.export.LOAD_OPTIONS to keep the shards there)")
     if FLAGS.tensorboard:
       print(f"wrote {pictures.write_tensorboard(FLAGS.tensorboard, gd)} (TensorBoard: "
             "graph view, colour by device)")

@@ -146,6 +146,10 @@ class TofuGraph:
     self.live_handles: dict[str, Any] = dict(live_handles)
     self.loss: tuple[str, ...] = tuple(loss)
     self.timings: dict[str, float] = dict(timings)
+    # Set when ingested from a SavedModel signature: its key, and the names of its outputs
+    # in fetch order (a rewritten SavedModel keeps both).
+    self.signature_key: Optional[str] = None
+    self.output_names: Optional[tuple[str, ...]] = None
 
   # ------------------------------------------------------------------ construction
 
@@ -208,6 +212,10 @@ class TofuGraph:
                         f"{sorted(sigs) or 'none'}")
     g = trace(sigs[signature])
     g._keepalive = loaded  # the live variables belong to the loaded object
+    g.signature_key = signature
+    outputs = sigs[signature].structured_outputs
+    if isinstance(outputs, dict):  # flattened in sorted key order, as the fetches are
+      g.output_names = tuple(sorted(outputs))
     return g
 
   # ------------------------------------------------------------------ queries

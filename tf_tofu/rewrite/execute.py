@@ -59,8 +59,10 @@ def assemble_fetches(p: Partitioned, shard_values: Mapping[str, np.ndarray],
 
 
 def create_shards(p: Partitioned, values: Mapping[str, np.ndarray],
-                  name_prefix: str = "tofu_shard") -> dict[str, tf.Variable]:
-  """One variable per device and variable, holding the device's box of ``values[handle]``."""
+                  name_prefix: Optional[str] = "tofu_shard") -> dict[str, tf.Variable]:
+  """One variable per device and variable, holding the device's box of ``values[handle]``,
+  keyed by its placeholder tensor; named ``<prefix>/<variable>/d<device>``, or
+  ``<variable>/tofu_shard_<device>`` with no prefix."""
   missing = sorted(set(p.variables) - set(values))
   if missing:
     raise ValueError(f"no value for variables {[p.variables[h].name for h in missing]}")
@@ -73,7 +75,8 @@ def create_shards(p: Partitioned, values: Mapping[str, np.ndarray],
       with tf.device(p.devices[s.device]):
         out[_tensor_name(s.placeholder)] = tf.Variable(
             whole[s.box.slices()].astype(tf.as_dtype(v.dtype).as_numpy_dtype),
-            name=f"{name_prefix}/{v.name}/d{s.device}", trainable=False)
+            name=(f"{name_prefix}/{v.name}/d{s.device}" if name_prefix
+                  else f"{v.name}/tofu_shard_{s.device}"), trainable=False)
   return out
 
 
