@@ -21,6 +21,7 @@ from absl.testing import absltest, parameterized
 import tf_tofu
 from tf_tofu import graph as graph_lib, models
 from tf_tofu.cli import pictures
+from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.core.states import REP, Cut
 from tf_tofu.core.plan import Plan, human_bytes, graph_signature
@@ -47,6 +48,8 @@ def _unescape(text):
 
 def parse_dot(text):
   """The DOT subset plan_dot writes -> ``(defaults, [(id, attrs)], [(src, dst, attrs)])``.
+
+  The legend node is returned among the defaults (``defaults["legend"]``), not the nodes.
 
   Raises AssertionError on anything else: an unbalanced brace or bracket, an
   unterminated string, a statement that is not a node, edge or default list.
@@ -107,7 +110,10 @@ def parse_dot(text):
       edges.append((src, dst, attrs()))
     elif kind == "str":
       i += 1
-      nodes.append((value, attrs()))
+      if value == "legend":
+        defaults["legend"] = attrs()
+      else:
+        nodes.append((value, attrs()))
     else:
       raise AssertionError(f"unexpected token {body[i]} at {i}")
     if body[i] != ("op", ";"):
@@ -158,7 +164,10 @@ class ZooDotTest(parameterized.TestCase):
       self.assertEqual(lines[0], lead)
       self.assertEqual(lines[1], f"{ops[lead].op_type}, {len(members)} op"
                                  + ("s" if len(members) != 1 else ""))
-      self.assertEqual(lines[2], "/".join(plan.strategies[lead]))
+      sem, _ = describer(ops[lead].context)
+      reductions = analysis.facts(sem).reduction_vars  # starred: partial sums, all-reduced
+      self.assertEqual(lines[2], "/".join(s + ("*" if s in reductions else "")
+                                          for s in plan.strategies[lead]))
       self.assertEqual(tooltip_bytes(attrs)[0], list(members))
     self.assertGreater(len(plan.op_groups), 10)
 
@@ -316,13 +325,16 @@ class WriteDotTest(absltest.TestCase):
     sgraph, plan, describer = planned("mlp")
     out = os.path.join(tempfile.mkdtemp(), "new_dir")
     path = os.path.join(out, "plan.dot")
-    written = pictures.write_dot(path, sgraph, plan, describer)
+    drawing = pictures.write_dot(path, sgraph, plan, describer)
+    written = list(drawing.written)
     with open(path) as f:
       self.assertEqual(f.read(), pictures.plan_dot(sgraph, plan, describer))
     self.assertEqual(sorted(os.listdir(out)), sorted(os.path.basename(w) for w in written))
     if shutil.which("dot") is None:
       self.assertEqual(written, [path])
+      self.assertEqual(drawing.notes, ("not rendered: Graphviz's dot program is not installed",))
     else:
+      self.assertEqual(drawing.notes, ())
       self.assertEqual(written, [path, os.path.join(out, "plan.svg"),
                                  os.path.join(out, "plan.png")])
       with open(written[1]) as f:
@@ -335,9 +347,9 @@ class WriteDotTest(absltest.TestCase):
     out = tempfile.mkdtemp()
     path = os.path.join(out, "plan.dot")
     with self._fake_dot('{ echo "$fmt"; cat "$src"; } > "$out"'):
-      written = pictures.write_dot(path, sgraph, plan, describer)
+      drawing = pictures.write_dot(path, sgraph, plan, describer)
     stem = os.path.join(out, "plan")
-    self.assertEqual(written, [path, stem + ".svg", stem + ".png"])
+    self.assertEqual(drawing, pictures.Drawing((path, stem + ".svg", stem + ".png"), ()))
     self.assertEqual(sorted(os.listdir(out)), ["plan.dot", "plan.png", "plan.svg"])  # no temps
     text = pictures.plan_dot(sgraph, plan, describer)
     for fmt in ("svg", "png"):
@@ -349,9 +361,42 @@ class WriteDotTest(absltest.TestCase):
     out = tempfile.mkdtemp()
     path = os.path.join(out, "plan.dot")
     with self._fake_dot('echo "syntax error in line 1" >&2; echo x > "$out"; exit 3'):
-      with self.assertRaisesRegex(RuntimeError, "exit 3.*syntax error in line 1"):
-        pictures.write_dot(path, sgraph, plan, describer)
+      drawing = pictures.write_dot(path, sgraph, plan, describer)  # reported, not raised
+    self.assertEqual(drawing.written, (path,))
+    self.assertLen(drawing.notes, 2)
+    for fmt, note in zip(("svg", "png"), drawing.notes):
+      self.assertRegex(note, f"not rendered as {fmt}: .* failed \\(exit 3\\): syntax error in line 1")
     self.assertEqual(os.listdir(out), ["plan.dot"])
+
+  def test_a_slow_dot_is_reported_and_large_drawings_are_not_rendered(self):
+    sgraph, plan, describer = planned("mlp")
+    out = tempfile.mkdtemp()
+    path = os.path.join(out, "plan.dot")
+    with self._fake_dot('sleep 5; echo x > "$out"'), \
+        mock.patch.object(pictures, "DOT_TIMEOUT_SECONDS", 0.5):
+      drawing = pictures.write_dot(path, sgraph, plan, describer, render="always")
+    self.assertEqual(drawing.written, (path,))
+    self.assertEqual([n.split(":")[0] for n in drawing.notes],
+                     ["not rendered as svg", "not rendered as png"])
+    self.assertIn("took over 0.5 s", drawing.notes[0])
+    _, nodes, _ = parse_dot(pictures.plan_dot(sgraph, plan, describer))
+    with self._fake_dot('echo x > "$out"'), \
+        mock.patch.dict(pictures.RENDER_LIMITS, {"svg": len(nodes), "png": len(nodes) - 1}):
+      drawing = pictures.write_dot(path, sgraph, plan, describer)
+      self.assertEqual(drawing.written, (path, os.path.join(out, "plan.svg")))
+      self.assertEqual(drawing.notes, (f"not rendered as png: {len(nodes)} nodes > "
+                                       f"{len(nodes) - 1} (render always to force it)",))
+      never = pictures.write_dot(path, sgraph, plan, describer, render="never")
+      self.assertEqual(never, pictures.Drawing((path,), ()))
+    with self.assertRaisesRegex(ValueError, "render='sometimes'"):
+      pictures.write_dot(path, sgraph, plan, describer, render="sometimes")
+
+  def test_the_legend_explains_the_letters(self):
+    sgraph, plan, describer = planned("mlp")
+    defaults, _, _ = parse_dot(pictures.plan_dot(sgraph, plan, describer))
+    legend = defaults["legend"]["label"]
+    for words in ("op group", "reduction variable", "all-reduce", "cut(d)", "rep", "red edge"):
+      self.assertIn(words, legend)
 
   def test_refuses_a_render_path(self):
     sgraph, plan, describer = planned("mlp")

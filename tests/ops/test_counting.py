@@ -4,7 +4,7 @@ import numpy as np
 from absl.testing import absltest, parameterized
 
 from tf_tofu.ops import comm
-from tf_tofu.ops.counting import count_transfer_bytes, transfer_count
+from tf_tofu.ops.counting import count_transfer_bytes, pair_table, transfer_count
 
 
 def cpu(i):
@@ -29,6 +29,13 @@ class EdgeTest(absltest.TestCase):
     self.assertEqual(count.edges, (("x:0", "/device:CPU:1", 48), ("x:0", "/device:CPU:2", 48)))
     self.assertEqual(count.collective_bytes, 0)
     self.assertEqual(count.received, {"/device:CPU:1": 48, "/device:CPU:2": 48})
+    self.assertEqual(count.between, {("/device:CPU:0", "/device:CPU:1"): 48,
+                                     ("/device:CPU:0", "/device:CPU:2"): 48})
+    table = pair_table(count, [cpu(0), cpu(1), cpu(2)]).splitlines()
+    self.assertEqual(table[0], "bytes sent between devices per step (edges; row -> column):")
+    self.assertEqual(table[2].split(), ["0", "-", "48", "B", "48", "B"])
+    self.assertEqual(table[3].split(), ["1", "0", "B", "-", "0", "B"])
+    self.assertLen(table, 5)
 
   def test_control_edges_move_nothing(self):
     b = comm.GraphBuilder()

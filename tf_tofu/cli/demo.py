@@ -91,9 +91,11 @@ def main(argv) -> int:
     os.makedirs(FLAGS.out_dir, exist_ok=True)
     with open(os.path.join(FLAGS.out_dir, "plan.json"), "w") as f:
       f.write(plan.to_json())
-    written = pictures.write_dot(os.path.join(FLAGS.out_dir, "plan.dot"), sgraph, plan,
+    drawing = pictures.write_dot(os.path.join(FLAGS.out_dir, "plan.dot"), sgraph, plan,
                                  fn.describer)
-    print(f"\nwrote {os.path.join(FLAGS.out_dir, 'plan.json')}, {', '.join(written)}")
+    print(f"\nwrote {os.path.join(FLAGS.out_dir, 'plan.json')}, {', '.join(drawing.written)}")
+    for note in drawing.notes:
+      print(note)
 
   print(f"\ntraining {FLAGS.steps} steps, partitioned and unpartitioned, from the same values:")
   loss_err, var_err = _train_both(fn, step.fn, graph, inputs)

@@ -28,6 +28,11 @@ grain it decided at:
   grey; a group's conversions between its own ops are a red loop on it.
   Every edge's tooltip (SVG) lists its tensors and the exact bytes.
 
+A strategy whose cut variable is a reduction of the op (MatMul's ``k``)
+is starred (``"k*"``): its output is a partial sum on every device, summed by
+an all-reduce or reduce-scatter.  A legend box says what shapes, letters,
+layouts and colours mean.
+
 The title gives the planner, k, the level factors and the total bytes per
 step.  The text depends only on the graph and the plan (groups, feeds and
 edges in the graph's op order, variables by name; never a dict's order), so
@@ -45,7 +50,7 @@ import dataclasses
 import os
 import shutil
 import subprocess
-from typing import Sequence
+from typing import Optional, Sequence
 
 from tf_tofu.core.errors import TofuError
 from tf_tofu.cli import inputs
@@ -53,8 +58,31 @@ from tf_tofu.core.plan import Plan, human_bytes
 from tf_tofu.graph import vocabulary
 from tf_tofu.graph.view import SearchGraph
 
-DOT_TIMEOUT_SECONDS = 300
+DOT_TIMEOUT_SECONDS = 120
 RENDER_FORMATS = ("svg", "png")
+# Above these many drawn nodes "auto" does not render: Graphviz's layout takes minutes,
+# and a PNG is clipped at 32767 pixels (the SVG has no such limit).
+RENDER_LIMITS = {"svg": 600, "png": 150}
+RENDER_MODES = ("auto", "always", "never")
+
+LEGEND = "\n".join((
+    "legend",
+    "ellipse: an op group (a forward op and the gradient ops of it); pink: left whole on device 0",
+    "a/b: level 1 cuts the lead op's index variable a, level 2 cuts b; "
+    "replicate: the whole op on every device",
+    "k*: a reduction variable: partial sums on every device, then an all-reduce",
+    "box: a variable (its reads and updates folded in); house: a fed input",
+    "edge label: the layout per level: cut(d) split on dim d, rep whole on every device",
+    "red edge: bytes moved by conversions (thicker: more); grey: nothing moved",
+))
+
+
+@dataclasses.dataclass(frozen=True)
+class Drawing:
+  """What :func:`write_dot` wrote, and why a render was skipped or failed."""
+
+  written: tuple[str, ...]
+  notes: tuple[str, ...]
 
 
 def _quote(text: str) -> str:
@@ -106,9 +134,8 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
   Args:
     graph: the search's view of the graph the plan was made for.
     plan: its plan (``plan.check_matches(graph)`` must pass).
-    describer: accepted for symmetry with the other plan consumers; the
-      picture needs only the plan (a tensor group shares one layout per
-      level, so each tensor's layout in the plan is its group's).
+    describer: a Describer (to share its cache): which cut variables are
+      reductions, for the ``*`` marks.
 
   Returns:
     The DOT text, ending in a newline; the same inputs give the same text.
@@ -116,11 +143,30 @@ def plan_dot(graph: SearchGraph, plan: Plan, describer=None) -> str:
   Raises:
     PlanError: the plan was made for another graph.
   """
-  del describer
+  return _drawing(graph, plan, describer)[0]
+
+
+def _drawing(graph: SearchGraph, plan: Plan, describer=None) -> tuple[str, int]:
+  """The DOT text and the number of nodes drawn."""
   plan.check_matches(graph)
-  nodes, node_of = _nodes(graph, plan)
+  nodes, node_of = _nodes(graph, plan, _reduction_vars(describer))
   edges = _edges(graph, plan, node_of)
-  return _dot_text(plan, nodes, edges)
+  return _dot_text(plan, nodes, edges), len(nodes)
+
+
+def _reduction_vars(describer):
+  """op -> the names of its description's reduction variables (for the ``*`` marks)."""
+  from tf_tofu.opdefs import analysis
+  from tf_tofu.opdefs.registry import Describer
+  describer = describer or Describer()
+
+  def of(op) -> frozenset:
+    if op is None or op.kind != "compute" or op.context is None:
+      return frozenset()
+    sem, _ = describer(op.context)
+    return frozenset(analysis.facts(sem).reduction_vars) if sem is not None else frozenset()
+
+  return of
 
 
 def _groups(graph: SearchGraph, plan: Plan) -> list[tuple[str, tuple[str, ...]]]:
@@ -136,7 +182,8 @@ def _groups(graph: SearchGraph, plan: Plan) -> list[tuple[str, tuple[str, ...]]]
                                                     default=len(order)), kv[0]))
 
 
-def _nodes(graph: SearchGraph, plan: Plan) -> tuple[dict[str, "_Node"], dict[str, str]]:
+def _nodes(graph: SearchGraph, plan: Plan,
+           reductions) -> tuple[dict[str, "_Node"], dict[str, str]]:
   """The drawn nodes (op groups, variables, feeds, converted constants) and the node every
   drawn op belongs to."""
   ops = {op.name: op for op in graph.ops}
@@ -148,8 +195,10 @@ def _nodes(graph: SearchGraph, plan: Plan) -> tuple[dict[str, "_Node"], dict[str
   for lead, members in _groups(graph, plan):
     nid = "group:" + lead
     head = ops.get(lead) or (ops[members[0]] if members else None)
-    strategy = "/".join(plan.strategies.get(lead) or
-                        (plan.strategies.get(members[0], ()) if members else ())) or "-"
+    reduced = reductions(head)
+    strategy = "/".join(s + ("*" if s in reduced else "") for s in
+                        (plan.strategies.get(lead) or
+                         (plan.strategies.get(members[0], ()) if members else ()))) or "-"
     single = head is not None and head.kind == "single"
     count = f"{len(members)} op{'s' if len(members) != 1 else ''}"
     nodes[nid] = _Node(nid, f"{lead}\n{head.op_type if head else '?'}, {count}\n{strategy}",
@@ -232,6 +281,7 @@ def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
       f"  graph {_attrs(label=title, labelloc='t', fontname='Helvetica', rankdir='TB')};",
       f"  node {_attrs(fontname='Helvetica', fontsize=10)};",
       f"  edge {_attrs(fontname='Helvetica', fontsize=9)};",
+      f"  {_quote('legend')} {_attrs(label=LEGEND, shape='note', fontsize=9, style='filled', fillcolor='grey95')};",
   ]
   for node in nodes.values():
     moved = sum(plan.op_bytes.get(o, 0) for o in node.ops)
@@ -258,50 +308,72 @@ def _layout(plan: Plan, tensor: str) -> str:
   return " x ".join(str(s) for s in plan.layouts.get(tensor, ())) or "-"
 
 
-def _render(dot: str, source: str, fmt: str, out: str) -> None:
+def _render(dot: str, source: str, fmt: str, out: str) -> Optional[str]:
+  """Renders ``source`` as ``out``; None, or why it was not (the .dot stays written)."""
   def run(tmp: str) -> None:
     subprocess.run([dot, f"-T{fmt}", source, "-o", tmp], check=True,
                    timeout=DOT_TIMEOUT_SECONDS, capture_output=True, text=True)
   try:
     inputs.write_atomically(out, run)
   except subprocess.CalledProcessError as e:
-    raise RuntimeError(f"{dot} -T{fmt} {source} failed (exit {e.returncode}): "
-                       f"{(e.stderr or '').strip()[:2000]}") from e
-  except subprocess.TimeoutExpired as e:
-    raise RuntimeError(f"{dot} -T{fmt} {source} took over {DOT_TIMEOUT_SECONDS} s") from e
+    return (f"not rendered as {fmt}: {dot} -T{fmt} failed (exit {e.returncode}): "
+            f"{(e.stderr or '').strip()[:500]}")
+  except subprocess.TimeoutExpired:
+    return (f"not rendered as {fmt}: {dot} took over {DOT_TIMEOUT_SECONDS} s; open the .dot "
+            "in a viewer, or render it yourself")
+  return None
 
 
-def write_dot(path: str, graph: SearchGraph, plan: Plan, describer=None) -> list[str]:
+def write_dot(path: str, graph: SearchGraph, plan: Plan, describer=None,
+              render: str = "auto") -> Drawing:
   """Writes :func:`plan_dot` to ``path`` and, with Graphviz installed, renders it beside it.
 
   The .dot file is written atomically (a temporary file in the same
   directory, then ``os.replace``), creating the directory if needed.  When
   ``dot`` is on PATH, ``<stem>.svg`` and ``<stem>.png`` are rendered next to
-  it (``<stem>`` is ``path`` without its extension), each atomically too.
+  it (``<stem>`` is ``path`` without its extension), each atomically too:
+  with ``render="auto"`` only up to :data:`RENDER_LIMITS` drawn nodes,
+  ``"always"`` whatever the size, ``"never"`` not at all.  A render that
+  fails or takes over :data:`DOT_TIMEOUT_SECONDS` is reported in the notes;
+  the .dot file stays.
 
   Args:
     path: the .dot file to write (not a .svg or .png: those are the renders).
     graph, plan, describer: as for :func:`plan_dot`.
+    render: "auto", "always" or "never".
 
   Returns:
-    The paths written: ``[path]``, plus the .svg and .png when ``dot`` exists.
+    A :class:`Drawing`: the paths written (the .dot first), and a note per
+    render skipped or failed.
 
   Raises:
-    ValueError: ``path`` ends in .svg or .png.
-    RuntimeError: ``dot`` failed or timed out (the .dot file is written).
+    TofuError: ``path`` ends in .svg or .png, or ``render`` is unknown.
   """
   stem, ext = os.path.splitext(path)
   if ext.lower() in tuple("." + f for f in RENDER_FORMATS):
     raise TofuError(f"write_dot({path!r}): give the .dot path; the {ext} is rendered beside it")
-  inputs.write_text_atomically(path, plan_dot(graph, plan, describer))
-  written = [path]
+  if render not in RENDER_MODES:
+    raise TofuError(f"render={render!r}: choose one of {', '.join(RENDER_MODES)}")
+  text, count = _drawing(graph, plan, describer)
+  inputs.write_text_atomically(path, text)
+  written, notes = [path], []
   dot = shutil.which("dot")
-  if dot:
-    for fmt in RENDER_FORMATS:
-      out = f"{stem}.{fmt}"
-      _render(dot, path, fmt, out)
+  if render == "never":
+    return Drawing(tuple(written), ())
+  if not dot:
+    return Drawing(tuple(written), ("not rendered: Graphviz's dot program is not installed",))
+  for fmt in RENDER_FORMATS:
+    if render == "auto" and count > RENDER_LIMITS[fmt]:
+      notes.append(f"not rendered as {fmt}: {count} nodes > {RENDER_LIMITS[fmt]} (render "
+                   "always to force it)")
+      continue
+    out = f"{stem}.{fmt}"
+    why = _render(dot, path, fmt, out)
+    if why:
+      notes.append(why)
+    else:
       written.append(out)
-  return written
+  return Drawing(tuple(written), tuple(notes))
 
 
 def _event_files(logdir: str, gfile) -> set[str]:
@@ -355,4 +427,4 @@ def write_tensorboard(logdir: str, graph_def) -> str:
   return os.path.join(logdir, mine[-1])
 
 
-__all__: Sequence[str] = ("plan_dot", "write_dot", "write_tensorboard")
+__all__: Sequence[str] = ("Drawing", "plan_dot", "write_dot", "write_tensorboard")

@@ -24,6 +24,8 @@ flags.DEFINE_string("planner", "tofu", "tofu, or a baseline: datapar, allrow, sp
 flags.DEFINE_string("plan_out", None, "Write the Plan JSON here.")
 flags.DEFINE_string("dot", None, "Write the coarsened graph (Graphviz) here; SVG/PNG too when "
                     "the dot program is installed.")
+flags.DEFINE_enum("render", "auto", ["auto", "always", "never"],
+                  "Render --dot as SVG/PNG: auto (small drawings only), always, never.")
 
 
 def devices_flag():
@@ -74,8 +76,11 @@ def write_outputs(paths: dict[str, str], sgraph, plan, describer) -> None:
     cli_inputs.write_text_atomically(path, plan.to_json())
     print(f"wrote {path}")
   if "dot" in paths:
-    for written in pictures.write_dot(paths["dot"], sgraph, plan, describer):
+    drawing = pictures.write_dot(paths["dot"], sgraph, plan, describer, render=FLAGS.render)
+    for written in drawing.written:
       print(f"wrote {written}")
+    for note in drawing.notes:
+      print(note)
 
 
 def main(argv) -> int:

@@ -73,7 +73,7 @@ def main(argv) -> int:
   from tf_tofu.rewrite import memory
   from tf_tofu.cli import pictures
   from tf_tofu.opdefs.registry import Describer
-  from tf_tofu.ops import shapes
+  from tf_tofu.ops import counting, shapes
   from tf_tofu.core.plan import PlanError
   from tf_tofu import api
   from tf_tofu.rewrite import export
@@ -99,6 +99,7 @@ def main(argv) -> int:
     sgraph, plan, p = job.view, job.plan, job.partitioned
     print(plan.report(memory=memory.plan_memory(graph, p)))
     gd = shapes.with_output_shapes(p.graph_def)
+    print(counting.pair_table(counting.transfer_count(gd), p.devices))
     if graph_out:
       text = out.endswith(".pbtxt")
       cli_inputs.write_atomically(out, lambda tmp: tf.io.write_graph(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from typing import Sequence
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
@@ -61,6 +62,8 @@ class TransferCount:
   # Bytes each device receives: its incoming edges, plus 1/n of every collective instance
   # of n members it belongs to (the collectives move equal shares to every member).
   received: dict[str, int] = dataclasses.field(default_factory=dict)
+  # Edge bytes per (source device, destination device); collectives have no single source.
+  between: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
 
   @property
   def total(self) -> int:
@@ -104,8 +107,10 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
       src, idx = _parse_input(n.input[0])
       instances[(n.op, gkey, ikey)].append((devices[n.name], size, shapes.bytes(src, idx)))
   received: dict[str, int] = collections.Counter()
-  for (_, _, device), b in seen.items():
+  between: dict[tuple[str, str], int] = collections.Counter()
+  for (src, _, device), b in seen.items():
     received[device] += b
+    between[(devices[src], device)] += b
   collectives = []
   for (op, gkey, ikey), members in sorted(instances.items()):
     sizes = {m[1] for m in members}
@@ -127,7 +132,25 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
       received[device] += moved // n
   edges = tuple(sorted((f"{s}:{i}", d, b) for (s, i, d), b in seen.items()))
   return TransferCount(sum(b for *_, b in edges), sum(c[3] for c in collectives), edges,
-                       tuple(collectives), dict(sorted(received.items())))
+                       tuple(collectives), dict(sorted(received.items())),
+                       dict(sorted(between.items())))
+
+
+def pair_table(count: TransferCount, devices: Sequence[str]) -> str:
+  """A text table of the edge bytes from each device (row) to each other (column)."""
+  from tf_tofu.core.plan import human_bytes
+  names = [_canonical_device(d, d) for d in devices]
+  width = max(10, *(len(str(i)) for i in range(len(names))))
+  lines = ["bytes sent between devices per step (edges; row -> column):",
+           " " * 6 + "".join(f"{i:>{width}}" for i in range(len(names)))]
+  for i, src in enumerate(names):
+    cells = [human_bytes(count.between.get((src, dst), 0)) if src != dst else "-"
+             for dst in names]
+    lines.append(f"{i:>4}  " + "".join(f"{c:>{width}}" for c in cells))
+  if count.collective_bytes:
+    lines.append(f"collectives: {human_bytes(count.collective_bytes)} in all, an equal share "
+                 "received by every member")
+  return "\n".join(lines)
 
 
 def count_transfer_bytes(graph_def: graph_pb2.GraphDef) -> int:
