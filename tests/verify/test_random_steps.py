@@ -76,8 +76,8 @@ class HandPickedTest(absltest.TestCase):
   def test_a_pipeline_error_is_a_failure_with_its_type(self):
     failures = rs.check(_spec(k=99))  # more devices than the process has
     self.assertLen(failures, 1)
-    self.assertTrue(failures[0].startswith("error: ValueError:"), failures)
-    self.assertEqual(rs.failure_kind(failures), "error: ValueError")
+    self.assertTrue(failures[0].startswith("error: TofuError: devices=99"), failures)
+    self.assertEqual(rs.failure_kind(failures), "error: TofuError")
 
 
 class SpecTest(absltest.TestCase):

@@ -10,8 +10,9 @@ with (:data:`OPTIMIZERS`)::
 
 ``LAYERS`` are small stacks exercising one kind of layer each (Dense,
 Conv1D/2D/3D, depthwise and separable convolutions, the normalisations,
-attention, Embedding, unrolled LSTM/GRU, Dropout, pooling, every built-in
-activation); ``APPLICATIONS`` are ``keras.applications`` models with
+attention, Embedding, unrolled LSTM/GRU, Dropout, pooling, and every
+built-in activation: all but sparsemax side by side in ``activations``,
+sparsemax, whose ops are not all described, on its own); ``APPLICATIONS`` are ``keras.applications`` models with
 ``weights=None`` at the smallest input each accepts.  Sizes deliberately do
 not divide 2, 3, 4 or 8 everywhere.
 
@@ -105,10 +106,21 @@ def _layer_models() -> dict[str, Callable[[], Any]]:
       "gru": lambda: _sequential((5, 3), L.GRU(6, unroll=True), head()),
       "dropout": lambda: _sequential((7,), L.Dense(9), L.Dropout(0.5), head()),
   }
-  for act in ACTIVATIONS:
-    models[f"activation_{act}"] = (
-        lambda act=act: _sequential((7,), L.Dense(6), L.Activation(act), head()))
+  models["activations"] = _activations
+  models["activation_sparsemax"] = (
+      lambda: _sequential((7,), L.Dense(6), L.Activation("sparsemax"), head()))
   return models
+
+
+def _activations():
+  """Every built-in activation but sparsemax, side by side on one Dense output (one step
+  checks them all)."""
+  import keras
+  L = keras.layers
+  x = keras.Input((7,), batch_size=BATCH)
+  h = L.Dense(6)(x)
+  branches = [L.Activation(act)(h) for act in ACTIVATIONS if act != "sparsemax"]
+  return keras.Model(x, L.Dense(CLASSES)(L.Concatenate()(branches)))
 
 
 # Keras' built-in activations that take one tensor (glu halves its input;
