@@ -22,6 +22,7 @@ new ones from the user's variables, so the two never diverge.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
@@ -176,12 +177,10 @@ class Function:
     e = self._entry(args)
     self._activate(e)
     values = [np.asarray(a) for a in args]
-    if not e.ran:
-      with progress.phase("first run (TensorFlow optimises the partitioned graph)"):
-        got = e.run(dict(zip(e.graph.feeds, values)))
-      e.ran = True
-    else:
+    first = progress.phase("first run (TensorFlow optimises the partitioned graph)")
+    with first if not e.ran else contextlib.nullcontext():
       got = e.run(dict(zip(e.graph.feeds, values)))
+    e.ran = True
     if e.structured_outputs is None:
       return None  # a step that returns nothing (its updates ran)
     flat = [tf.constant(got[t]) for t in e.graph.fetches]

@@ -35,7 +35,8 @@ class EdgeTest(absltest.TestCase):
     self.assertEqual(table[0], "bytes sent between devices per step (edges; row -> column):")
     self.assertEqual(table[2].split(), ["0", "-", "48", "B", "48", "B"])
     self.assertEqual(table[3].split(), ["1", "0", "B", "-", "0", "B"])
-    self.assertLen(table, 5)
+    self.assertEqual(table[5], "devices: 0 /device:CPU:0, 1 /device:CPU:1, 2 /device:CPU:2")
+    self.assertLen(table, 6)
 
   def test_control_edges_move_nothing(self):
     b = comm.GraphBuilder()

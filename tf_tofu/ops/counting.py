@@ -28,6 +28,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from tf_tofu.core.errors import TofuError
+from tf_tofu.core.plan import human_bytes
 from tf_tofu.ops.comm import (COLLECTIVE_GATHER, COLLECTIVE_OPS, COLLECTIVE_REDUCE,
                               COLLECTIVE_REDUCE_SCATTER)
 from tf_tofu.ops.shapes import StaticShapes
@@ -138,7 +139,6 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
 
 def pair_table(count: TransferCount, devices: Sequence[str]) -> str:
   """A text table of the edge bytes from each device (row) to each other (column)."""
-  from tf_tofu.core.plan import human_bytes
   names = [_canonical_device(d, d) for d in devices]
   width = max(10, *(len(str(i)) for i in range(len(names))))
   lines = ["bytes sent between devices per step (edges; row -> column):",
@@ -147,6 +147,7 @@ def pair_table(count: TransferCount, devices: Sequence[str]) -> str:
     cells = [human_bytes(count.between.get((src, dst), 0)) if src != dst else "-"
              for dst in names]
     lines.append(f"{i:>4}  " + "".join(f"{c:>{width}}" for c in cells))
+  lines.append("devices: " + ", ".join(f"{i} {d}" for i, d in enumerate(names)))
   if count.collective_bytes:
     lines.append(f"collectives: {human_bytes(count.collective_bytes)} in all, an equal share "
                  "received by every member")

@@ -21,7 +21,7 @@ whole pipeline through ``tf_tofu.function`` and measures:
   (shards, function build and the first step).
 
 With ``baselines``, each named planner is priced on the same view
-(``tf_tofu.plan_view``) and the best is reported beside Tofu's bytes.
+(``tf_tofu.api.plan_view``) and the best is reported beside Tofu's bytes.
 """
 
 from __future__ import annotations
