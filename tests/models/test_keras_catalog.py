@@ -34,7 +34,6 @@ K = 4
 BUSIEST_MARGIN = 1.5
 # Ops no description covers yet, by model: asserted exactly.
 KNOWN_WHOLE = {
-    "conv3d": {"Conv3D": 1, "Conv3DBackpropFilterV2": 1, "MaxPool3D": 1, "MaxPool3DGrad": 1},
     "activation_sparsemax": {"Cumsum": 2, "ScatterNd": 1, "TopKV2": 1},
 }
 # Entries whose kernels have no float64 CPU implementation (MaxPool3D).

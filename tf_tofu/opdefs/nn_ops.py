@@ -14,7 +14,7 @@ respect to a windowed op's input read the output gradient at exact divisions
 Where the same op on a worker's regions cannot compute the worker's part
 exactly (AvgPool's SAME divisor, a transposed window that would need negative
 padding, a normalisation over a cut dim), the variables concerned are marked
-opaque (:func:`_not_cuttable`) so that no strategy is derived for them.  One
+opaque (:func:`not_cuttable`) so that no strategy is derived for them.  One
 reason recurs: when a dim is cut but a statistic over that same dim (a batch
 norm's mean, a softmax's denominator) makes every worker need the whole dim,
 the sub-op would compute the whole output, not the worker's block.
@@ -95,7 +95,7 @@ def _undilated(op: OpContext) -> None:
                   "kernels reject them, so the description could not be checked")
 
 
-def _not_cuttable(value: tdl.Value, over: Sequence[tdl.Var], why: str) -> tdl.Value:
+def not_cuttable(value: tdl.Value, over: Sequence[tdl.Var], why: str) -> tdl.Value:
   """``value`` with ``over`` marked opaque: no strategy cuts those variables.
 
   ``why`` names the reason (it is the Opaque's name); the accesses inside stay
@@ -240,7 +240,7 @@ def avg_pool(op: OpContext) -> Semantics:
   if unpadded:
     body = tdl.Sum((ky, kx), window) / float(kh * kw)
   else:
-    body = tdl.Sum((ky, kx), _not_cuttable(
+    body = tdl.Sum((ky, kx), not_cuttable(
         window * tdl.Opaque("inverse_count_of_valid_window_elements", ()),
         (y, xx, ky, kx), "avg_pool_same_divisor_not_reproducible_by_a_sub_op"))
 
@@ -288,7 +288,7 @@ def avg_pool_grad(op: OpContext) -> Semantics:
   spread = g.at(b, tdl.Div(i + pt - ky, sh), tdl.Div(j + pl - kx, sw), c)
   divisor = (1.0 / (kh * kw) if op.attr("padding") == "VALID"
              else tdl.Opaque("inverse_count_of_valid_window_elements", ()))
-  body = tdl.Sum((ky, kx), _not_cuttable(spread * divisor, (i, j, ky, kx),
+  body = tdl.Sum((ky, kx), not_cuttable(spread * divisor, (i, j, ky, kx),
                                          "avg_pool_grad_windows_not_alignable_without_padding"))
 
   def shard(worker: WorkerView) -> ShardSpec:
@@ -449,7 +449,7 @@ def conv2d_backprop_input(op: OpContext) -> Semantics:
   ky, kx, co = tdl.Var("ky", kh), tdl.Var("kx", kw), tdl.Var("co", co_)
   term = dy.at(b, tdl.Div(i + pt - ky, sh), tdl.Div(j + pl - kx, sw), co) * f[ky, kx, ci, co]
   opaque = [ky, kx] + [v for v, k, s in ((i, kh, sh), (j, kw, sw)) if k < s]
-  body = tdl.Sum((ky, kx, co), _not_cuttable(
+  body = tdl.Sum((ky, kx, co), not_cuttable(
       term, opaque, "transposed_window_would_need_negative_padding"))
 
   return Semantics(op, [tdl.Output((b, i, j, ci), body)],
@@ -517,7 +517,7 @@ def depthwise_conv2d_native_backprop_filter(op: OpContext) -> Semantics:
   ky, kx, c, m = tdl.Var("ky", kh), tdl.Var("kx", kw), tdl.Var("c", c_), tdl.Var("m", mult)
   b, y, xx = tdl.Var("b", n_), tdl.Var("y", oh), tdl.Var("x", ow)
   term = x.at(b, y * sh + ky - pt, xx * sw + kx - pl, c) * dy[b, y, xx, c * mult + m]
-  body = tdl.Sum((b, y, xx), _not_cuttable(term, [m] if c_ > 1 else [],
+  body = tdl.Sum((b, y, xx), not_cuttable(term, [m] if c_ > 1 else [],
                                            "strided_channel_block_is_not_a_box"))
 
   def shard(worker: WorkerView) -> ShardSpec:
@@ -561,7 +561,7 @@ def depthwise_conv2d_native_backprop_input(op: OpContext) -> Semantics:
   term = (dy.at(b, tdl.Div(i + pt - ky, sh), tdl.Div(j + pl - kx, sw), c * mult + m)
           * f[ky, kx, c, m])
   opaque = [ky, kx, m] + [v for v, k, s in ((i, kh, sh), (j, kw, sw)) if k < s]
-  body = tdl.Sum((ky, kx, m), _not_cuttable(
+  body = tdl.Sum((ky, kx, m), not_cuttable(
       term, opaque, "transposed_window_would_need_negative_padding"))
 
   return Semantics(op, [tdl.Output((b, i, j, c), body)],
@@ -608,7 +608,7 @@ def fused_batch_norm_grad_v3(op: OpContext) -> Semantics:
     m = float(math.prod(x.shape[:-1]))
     sum_dy = tdl.Sum(r, dy[(*r, c)])
     sum_dyx = tdl.Sum(r, dy[(*r, c)] * (x[(*r, c)] - mu))
-    dx = _not_cuttable(
+    dx = not_cuttable(
         scale[c] * rstd * (dy[(*p, c)] - sum_dy / m
                            - (x[(*p, c)] - mu) * rstd * rstd * sum_dyx / m),
         p, "batch_norm_grad_needs_sums_over_the_whole_batch")
@@ -687,7 +687,7 @@ def fused_batch_norm_v3(op: OpContext) -> Semantics:
   m = math.prod(x.shape[:-1])
   mean = tdl.Mean(r, x[(*r, c)])
   var = tdl.Mean(r, tdl.call("square", x[(*r, c)] - mean))
-  y = _not_cuttable(
+  y = not_cuttable(
       (x[(*p, c)] - mean) * tdl.call("rsqrt", var + eps) * scale[c] + offset[c],
       p, "normalised_by_statistics_of_the_whole_batch")
   unbiased = var * (m / max(m - 1, 1))
@@ -715,7 +715,7 @@ def log_softmax(op: OpContext) -> Semantics:
   x = op.input(0)
   i, j, k = _last_dim_vars(op, x)
   lse = tdl.call("log", tdl.Sum(k, tdl.call("exp", x[(*i, k)])))
-  body = _not_cuttable(x[(*i, j)] - lse, (j,), "normalised_over_the_whole_last_dim")
+  body = not_cuttable(x[(*i, j)] - lse, (j,), "normalised_over_the_whole_last_dim")
   return Semantics(op, [tdl.Output((*i, j), body)])
 
 
@@ -743,7 +743,7 @@ def max_pool(op: OpContext) -> Semantics:
   ky, kx = tdl.Var("ky", kh), tdl.Var("kx", kw)
   window = x.at(b, y * sh + ky - pt, xx * sw + kx - pl, c, pad=NEG_INF)
   wide = [v for v, k, pd in ((y, kh, pads[0]), (xx, kw, pads[1])) if max(pd) >= k]
-  body = tdl.Max((ky, kx), _not_cuttable(window, wide, "windows_of_padding_only"))
+  body = tdl.Max((ky, kx), not_cuttable(window, wide, "windows_of_padding_only"))
 
   def shard(worker: WorkerView) -> ShardSpec:
     p = [tuple(worker.input_padding[0][d]) for d in (1, 2)]
@@ -779,7 +779,7 @@ def max_pool_grad(op: OpContext) -> Semantics:
   ky, kx = tdl.Var("ky", kh), tdl.Var("kx", kw)
   wy, wx = tdl.Div(i + pt - ky, sh), tdl.Div(j + pl - kx, sw)
   is_max = tdl.Opaque("is_window_argmax", (x[b, :, :, c], y_.at(b, wy, wx, c)))
-  body = tdl.Sum((ky, kx), _not_cuttable(g.at(b, wy, wx, c) * is_max, (i, j, ky, kx),
+  body = tdl.Sum((ky, kx), not_cuttable(g.at(b, wy, wx, c) * is_max, (i, j, ky, kx),
                                          "output_has_the_shape_of_the_input_halo"))
   return Semantics(op, [tdl.Output((b, i, j, c), body)])
 
@@ -790,7 +790,7 @@ def softmax(op: OpContext) -> Semantics:
   x = op.input(0)
   i, j, k = _last_dim_vars(op, x)
   body = tdl.call("exp", x[(*i, j)]) / tdl.Sum(k, tdl.call("exp", x[(*i, k)]))
-  return Semantics(op, [tdl.Output((*i, j), _not_cuttable(
+  return Semantics(op, [tdl.Output((*i, j), not_cuttable(
       body, (j,), "normalised_over_the_whole_last_dim"))])
 
 
@@ -817,7 +817,7 @@ def softmax_cross_entropy_with_logits(op: OpContext) -> Semantics:
   norm = tdl.Sum(k, tdl.call("exp", at(feats, b, k)))
   loss = (tdl.call("log", norm) * tdl.Sum(k, at(labels, b, k))
           - tdl.Sum(k, at(labels, b, k) * at(feats, b, k)))
-  backprop = _not_cuttable(tdl.call("exp", at(feats, b, j)) / norm - at(labels, b, j), (j,),
+  backprop = not_cuttable(tdl.call("exp", at(feats, b, j)) / norm - at(labels, b, j), (j,),
                            "normalised_over_the_whole_class_dim")
   return Semantics(op, [tdl.Output((b,), loss), tdl.Output((b, j), backprop)])
 

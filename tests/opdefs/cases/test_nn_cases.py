@@ -2,7 +2,7 @@
 
 Also what the module promises: the cases cover exactly the op types ``nn_ops``
 describes; dims stay <= 12; every padding a windowed op's OpDef allows and
-strides 1 and 2 occur; ``_out`` is TensorFlow's output-size rule; the helpers
+strides 1 and 2 occur; ``out_size`` is TensorFlow's output-size rule; the helpers
 build the stated cases; and every gradient case takes its shapes from the
 forward geometry (checked by running the forward op in TensorFlow).
 """
@@ -102,7 +102,7 @@ class OutputSizeTest(parameterized.TestCase):
       ("explicit_stride_2", 10, 3, 2, "EXPLICIT", 1, (2, 1), 6),
   )
   def test_out_is_tensorflows_rule(self, size, k, s, padding, d, pads, want):
-    self.assertEqual(nn_cases._out(size, k, s, padding, d=d, pads=pads), want)
+    self.assertEqual(nn_cases.out_size(size, k, s, padding, d=d, pads=pads), want)
     attrs = nn_cases.conv_attrs((s, 1), padding, (pads, (0, 0)), d=(d, 1))
     y = tf.raw_ops.Conv2D(input=tf.zeros((1, size, 1, 1)), filter=tf.zeros((k, 1, 1, 1)),
                           **attrs)

@@ -74,5 +74,6 @@ class Case:
 
 def all_cases() -> list[Case]:
   """Every case of every op family, in a fixed order."""
-  from tf_tofu.opdefs.cases import array_cases, math_cases, nn_cases, random_cases
-  return [*math_cases.CASES, *nn_cases.CASES, *array_cases.CASES, *random_cases.CASES]
+  from tf_tofu.opdefs.cases import array_cases, math_cases, nn_cases, random_cases, volume_cases
+  return [*math_cases.CASES, *nn_cases.CASES, *array_cases.CASES, *random_cases.CASES,
+          *volume_cases.CASES]

@@ -3,13 +3,13 @@
 Shapes are small (dims <= 12) and chosen so that blocks of 2, 3 and 4 are
 uneven, windows straddle block boundaries (halos), strides 1 and 2, odd and
 even sizes, SAME, VALID and EXPLICIT padding all occur.  The gradient cases
-take their ``out_backprop`` shapes from the forward geometry (:func:`_out`).
+take their ``out_backprop`` shapes from the forward geometry (:func:`out_size`).
 """
 
 from tf_tofu.opdefs.cases import Case, Fixed, Rand
 
 
-def _out(size: int, k: int, s: int, padding: str, d: int = 1, pads=(0, 0)) -> int:
+def out_size(size: int, k: int, s: int, padding: str, d: int = 1, pads=(0, 0)) -> int:
   """Output size of one windowed dim (TF's rule)."""
   eff = (k - 1) * d + 1
   if padding == "SAME":
@@ -36,8 +36,8 @@ def conv_grad_cases(x_shape, f_shape, s, padding, pads=((0, 0), (0, 0)), label="
   kh, kw, _, co = f_shape
   if depthwise:
     co = c * co
-  oh = _out(h, kh, s[0], padding, pads=pads[0])
-  ow = _out(w, kw, s[1], padding, pads=pads[1])
+  oh = out_size(h, kh, s[0], padding, pads=pads[0])
+  ow = out_size(w, kw, s[1], padding, pads=pads[1])
   attrs = conv_attrs(s, padding, pads)
   dy = Rand((n, oh, ow, co))
   pre = "DepthwiseConv2dNative" if depthwise else "Conv2D"
@@ -56,8 +56,8 @@ def pool_case(op_type: str, x_shape, k, s, padding: str, label: str = "", pads=N
     attrs["explicit_paddings"] = [0, 0, *pads[0], *pads[1], 0, 0]
   n, h, w, c = x_shape
   pads = pads or ((0, 0), (0, 0))
-  y_shape = (n, _out(h, k[0], s[0], padding, pads=pads[0]),
-             _out(w, k[1], s[1], padding, pads=pads[1]), c)
+  y_shape = (n, out_size(h, k[0], s[0], padding, pads=pads[0]),
+             out_size(w, k[1], s[1], padding, pads=pads[1]), c)
   if op_type in ("MaxPool", "AvgPool"):
     return Case(op_type, [Rand(x_shape)], attrs, label=label)
   if op_type == "MaxPoolGrad":
