@@ -2,6 +2,8 @@
 
 import itertools
 
+import numpy as np
+
 from absl.testing import absltest, parameterized
 
 from tests import search_testlib  # noqa: E402
@@ -55,6 +57,49 @@ def exhaustive_level(graph, groups, contexts, shapes, n, describer):
       total += min(costs)
     best = total if best is None else min(best, total)
   return best
+
+
+def naive_joint_table(member_tables, scope, domains, group_of):
+  """Per combo of member options: the sum of its distinct conversions, looped."""
+  combos = list(itertools.product(*member_tables))
+  table = np.zeros((len(combos),) + tuple(len(domains[g]) for g in scope))
+  for c, combo in enumerate(combos):
+    seen = set()
+    for m, (_, entries) in enumerate(combo):
+      for dkey, t, vec in entries:
+        key = dkey if dkey[0] == "in" else (dkey, m, id(vec))
+        if key not in seen:
+          seen.add(key)
+          shape = [1] * len(scope)
+          shape[scope.index(group_of[t])] = len(vec)
+          table[c] += vec.reshape(shape)
+  return tuple(tuple(name for name, _ in combo) for combo in combos), table
+
+
+class JointTableTest(absltest.TestCase):
+
+  def test_shared_inputs_paid_once_and_outputs_per_option(self):
+    rng = np.random.default_rng(0)
+    domains = [(0, 1, 2), (0, 1), (0, 1, 2, 3)]
+    group_of = {"a": 0, "b": 1, "c": 2, "y": 2, "z": 1}
+    vec = {g: [rng.integers(0, 100, len(domains[g])).astype(float) for _ in range(3)]
+           for g in range(3)}
+    need_a = ("in", "a", "boxes0")  # both members need these boxes of a: paid once
+    member_tables = [
+        [("s0", [(need_a, "a", vec[0][0]), (("out", "f", 0), "y", vec[2][0])]),
+         ("s1", [(("in", "b", "x"), "b", vec[1][0]), (("out", "f", 0), "y", vec[2][1])]),
+         ("r", [(("in", "a", "whole"), "a", vec[0][1]), (("out", "f", 0), "y", vec[2][2])])],
+        [("t0", [(need_a, "a", vec[0][0]), (("out", "g", 0), "z", vec[1][1])]),
+         ("t1", [(("in", "c", "x"), "c", vec[2][1]), (("out", "g", 0), "z", vec[1][2])])],
+    ]
+    scope = (0, 1, 2)
+    names, table = onecut._joint_table(member_tables, scope, domains, group_of)
+    want_names, want = naive_joint_table(member_tables, scope, domains, group_of)
+    self.assertEqual(names, want_names)
+    np.testing.assert_array_equal(table, want)
+    # Combo (s0, t0) pays for the shared conversion of a once.
+    np.testing.assert_array_equal(table[0, :, 0, 0],
+                                  vec[0][0] + vec[2][0][0] + vec[1][1][0])
 
 
 class BruteForceTest(parameterized.TestCase):

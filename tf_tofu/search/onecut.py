@@ -305,20 +305,49 @@ def _sum_table(member_tables, scope, group_of):
 
 
 def _joint_table(member_tables, scope, domains, group_of):
-  """``(names per combo, table[combo, *scope])`` with shared conversions paid once."""
-  combos = list(itertools.product(*member_tables))
-  stack = np.zeros((len(combos),) + tuple(len(domains[g]) for g in scope))
-  for c, combo in enumerate(combos):
-    seen = set()
-    for _, entries in combo:
+  """``(names per combo, table[combo, *scope])`` with shared conversions paid once.
+
+  With ``used[c, d]`` = 1 when combo ``c`` (members' options in
+  ``itertools.product`` order) needs the distinct conversion ``d`` and ``v_d``
+  its cost vector over the states of its group's axis ``a(d)``,
+  ``table[c, x] = sum_d used[c, d] * v_d[x_a(d)]``: per axis one 0/1 matrix
+  product, exact on these integer byte counts.
+  """
+  column: dict = {}  # conversion -> its column
+  axis_of, vecs, option_columns = [], [], []
+  for m, opts in enumerate(member_tables):
+    per_option = []
+    for o, (_, entries) in enumerate(opts):
+      cols = []
       for dkey, t, vec in entries:
-        if dkey in seen:
-          continue
-        seen.add(dkey)
-        shape = [1] * len(scope)
-        shape[scope.index(group_of[t])] = len(vec)
-        stack[c] += vec.reshape(shape)
-  names = tuple(tuple(name for name, _ in combo) for combo in combos)
+        # An input conversion is shared by the members needing it; an output's
+        # depends on the option that makes it.
+        key = dkey if dkey[0] == "in" else (dkey, m, o)
+        if key not in column:
+          column[key] = len(column)
+          axis_of.append(scope.index(group_of[t]))
+          vecs.append(vec)
+        cols.append(column[key])
+      per_option.append(cols)
+    option_columns.append(per_option)
+  sizes = [len(opts) for opts in member_tables]
+  dims = tuple(len(domains[g]) for g in scope)
+  choice = np.indices(sizes).reshape(len(sizes), -1)  # member option of each combo
+  used = np.zeros((choice.shape[1], len(column)), dtype=bool)
+  for m, per_option in enumerate(option_columns):
+    mask = np.zeros((len(per_option), len(column)), dtype=bool)
+    for o, cols in enumerate(per_option):
+      mask[o, cols] = True
+    used |= mask[choice[m]]
+  stack = np.zeros((choice.shape[1],) + dims)
+  axis_of = np.asarray(axis_of, dtype=int)
+  for a, dim in enumerate(dims):
+    cols = np.flatnonzero(axis_of == a)
+    if cols.size:
+      shape = [choice.shape[1]] + [1] * len(dims)
+      shape[1 + a] = dim
+      stack += (used[:, cols].astype(float) @ np.stack([vecs[d] for d in cols])).reshape(shape)
+  names = tuple(tuple(name for name, _ in combo) for combo in itertools.product(*member_tables))
   return names, stack
 
 
