@@ -74,8 +74,19 @@ class BuilderTest(absltest.TestCase):
   def test_names_are_unique(self):
     b = comm.GraphBuilder()
     a = comm.const(b, "c", 1.0, "float32", cpu(0))
-    c = comm.const(b, "c", 2.0, "float32", cpu(0))
+    c = comm.const(b, "c", 1.0, "float32", cpu(0))
     self.assertEqual((a, c), ("c", "c_1"))
+
+  def test_helper_constants_are_pooled_per_device_and_value(self):
+    b = comm.GraphBuilder()
+    a = comm.const(b, "a", [0, 2], "int32", cpu(0), shared=True)
+    self.assertEqual(comm.const(b, "b", np.array([0, 2]), "int32", cpu(0), shared=True), a)
+    self.assertNotEqual(comm.const(b, "c", [0, 2], "int32", cpu(1), shared=True), a)
+    self.assertNotEqual(comm.const(b, "d", [0, 2], "int64", cpu(0), shared=True), a)
+    self.assertNotEqual(comm.const(b, "e", [[0, 2]], "int32", cpu(0), shared=True), a)
+    self.assertLen(b.nodes, 4)
+    with self.assertRaisesRegex(ValueError, "shared constant"):
+      b.add_control(a, [comm.const(b, "f", 1.0, "float32", cpu(0))])
 
   def test_every_node_needs_a_device(self):
     with self.assertRaisesRegex(ValueError, "needs a device"):

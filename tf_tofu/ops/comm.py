@@ -149,11 +149,19 @@ def tensor_ref(node: str, index: int = 0) -> str:
 
 
 class GraphBuilder:
-  """Collects NodeDefs with unique names."""
+  """Collects NodeDefs with unique names.
+
+  Helper constants (slice bounds, axes, shapes, factors) are pooled: one Const
+  node per device and value, which TensorFlow's common-subexpression pass would
+  otherwise have to find among tens of thousands of nodes on every first run.
+  A pooled constant never takes control inputs (its readers would inherit them).
+  """
 
   def __init__(self):
     self._nodes: list[node_def_pb2.NodeDef] = []
     self._by_name: dict[str, node_def_pb2.NodeDef] = {}
+    self._pool: dict[tuple, str] = {}
+    self._pooled: set[str] = set()
 
   def unique(self, name: str) -> str:
     if name not in self._by_name:
@@ -181,8 +189,19 @@ class GraphBuilder:
     self._nodes.append(nd)
     return name
 
+  def pooled_const(self, arr: np.ndarray, dtype: str, device: str) -> str:
+    """The Const node holding ``arr`` on ``device`` (``tofu/const_<i>``), made once."""
+    key = (device, dtype, arr.shape, arr.tobytes())
+    if key not in self._pool:
+      self._pool[key] = self.add("Const", f"tofu/const_{len(self._pool)}", [], device,
+                                 {"dtype": dtype, "value": arr})
+      self._pooled.add(self._pool[key])
+    return self._pool[key]
+
   def add_control(self, name: str, controls: Sequence[str]) -> None:
     """Adds control inputs (node names, each once) to node ``name``."""
+    if name in self._pooled and controls:
+      raise ValueError(f"node {name!r} is a shared constant; it cannot take control inputs")
     nd = self._by_name[name]
     # A node it reads already runs first: a control edge on it would be redundant.
     have = {"^" + i[1:].split(":")[0] if i.startswith("^") else "^" + i.split(":")[0]
@@ -207,15 +226,19 @@ class GraphBuilder:
 # ---------------------------------------------------------------- local ops
 
 
-def const(b: GraphBuilder, name: str, value: Any, dtype: str, device: str) -> str:
+def const(b: GraphBuilder, name: str, value: Any, dtype: str, device: str,
+          shared: bool = False) -> str:
+  """A Const node; ``shared`` ones are pooled per device and value (see GraphBuilder)."""
   arr = np.asarray(value).astype(tf.as_dtype(dtype).as_numpy_dtype)
+  if shared:
+    return b.pooled_const(arr, dtype, device)
   return b.add("Const", name, [], device, {"dtype": dtype, "value": arr})
 
 
 def _index_const(b: GraphBuilder, name: str, values: Sequence[int], device: str) -> tuple[str, str]:
   big = any(abs(int(v)) >= 2**31 for v in values)
   dt = "int64" if big else "int32"
-  return const(b, name, np.asarray(list(values), dtype=dt), dt, device), dt
+  return const(b, name, np.asarray(list(values), dtype=dt), dt, device, shared=True), dt
 
 
 def placeholder(b: GraphBuilder, name: str, dtype: str, shape: Sequence[int], device: str) -> str:
@@ -256,7 +279,7 @@ def slice_box(b: GraphBuilder, name: str, x: str, x_box: Region, box: Region, dt
 
 def concat(b: GraphBuilder, name: str, xs: Sequence[str], axis: int, dtype: str,
            device: str) -> str:
-  ax = const(b, f"{name}/axis", np.int32(axis), "int32", device)
+  ax = const(b, f"{name}/axis", np.int32(axis), "int32", device, shared=True)
   return b.add("ConcatV2", name, list(xs) + [ax], device,
                {"N": len(xs), "T": dtype, "Tidx": "int32"})
 
@@ -268,12 +291,12 @@ def add_n(b: GraphBuilder, name: str, xs: Sequence[str], dtype: str, device: str
 def scale(b: GraphBuilder, name: str, x: str, factor: float, dtype: str, device: str) -> str:
   if not tf.as_dtype(dtype).is_floating and not tf.as_dtype(dtype).is_complex:
     raise ValueError(f"node {name!r}: cannot scale a {dtype} tensor by {factor}")
-  c = const(b, f"{name}/factor", factor, dtype, device)
+  c = const(b, f"{name}/factor", factor, dtype, device, shared=True)
   return b.add("Mul", name, [x, c], device, {"T": dtype})
 
 
 def expand_dims(b: GraphBuilder, name: str, x: str, axis: int, dtype: str, device: str) -> str:
-  ax = const(b, f"{name}/axis", np.int32(axis), "int32", device)
+  ax = const(b, f"{name}/axis", np.int32(axis), "int32", device, shared=True)
   return b.add("ExpandDims", name, [x, ax], device, {"T": dtype, "Tdim": "int32"})
 
 
@@ -284,7 +307,7 @@ def unstack(b: GraphBuilder, name: str, x: str, num: int, dtype: str, device: st
 
 def transpose(b: GraphBuilder, name: str, x: str, perm: Sequence[int], dtype: str,
               device: str) -> str:
-  p = const(b, f"{name}/perm", np.asarray(perm, np.int32), "int32", device)
+  p = const(b, f"{name}/perm", np.asarray(perm, np.int32), "int32", device, shared=True)
   return b.add("Transpose", name, [x, p], device, {"T": dtype, "Tperm": "int32"})
 
 
@@ -340,9 +363,9 @@ class CollectiveKeys:
 def _collective(b: GraphBuilder, op_type: str, name: str, x: str, dtype: str, device: str,
                 group_size: int, group_key: int, instance_key: int, tokens: Sequence[str],
                 control: Sequence[str], extra: Mapping[str, Any]) -> str:
-  gs = const(b, f"{name}/group_size", np.int32(group_size), "int32", device)
-  gk = const(b, f"{name}/group_key", np.int32(group_key), "int32", device)
-  ik = const(b, f"{name}/instance_key", np.int32(instance_key), "int32", device)
+  gs = const(b, f"{name}/group_size", np.int32(group_size), "int32", device, shared=True)
+  gk = const(b, f"{name}/group_key", np.int32(group_key), "int32", device, shared=True)
+  ik = const(b, f"{name}/instance_key", np.int32(instance_key), "int32", device, shared=True)
   attrs = {"T": dtype, "communication_hint": "auto", "timeout_seconds": 0.0,
            "is_stateless": False, "Nordering_token": len(tokens)}
   attrs.update(extra)

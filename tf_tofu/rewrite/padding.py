@@ -45,13 +45,16 @@ def emit(b: comm.GraphBuilder, ctx, node: str, inputs: Sequence[str], dev: str) 
   if ctx.op_type == "DepthwiseConv2dNativeBackpropInput":
     sizes = [int(s) for s in np.asarray(ctx.inputs[0].value).reshape(-1)]
     padded = [s + lo + hi for s, (lo, hi) in zip(sizes, pads)]
-    grown = comm.const(b, f"{node}/padded_sizes", np.asarray(padded, np.int32), "int32", dev)
+    grown = comm.const(b, f"{node}/padded_sizes", np.asarray(padded, np.int32), "int32", dev,
+                       shared=True)
     full = b.add(ctx.op_type, f"{node}/padded", [grown, inputs[1], inputs[2]], dev, attrs)
     begin = comm.const(b, f"{node}/begin", np.asarray([lo for lo, _ in pads], np.int32),
-                       "int32", dev)
-    size = comm.const(b, f"{node}/size", np.asarray(sizes, np.int32), "int32", dev)
+                       "int32", dev, shared=True)
+    size = comm.const(b, f"{node}/size", np.asarray(sizes, np.int32), "int32", dev,
+                      shared=True)
     return b.add("Slice", node, [full, begin, size], dev, {"T": dtype, "Index": "int32"})
-  paddings = comm.const(b, f"{node}/paddings", np.asarray(pads, np.int32), "int32", dev)
+  paddings = comm.const(b, f"{node}/paddings", np.asarray(pads, np.int32), "int32", dev,
+                        shared=True)
   x = b.add("Pad", f"{node}/pad", [inputs[0], paddings], dev, {"T": dtype, "Tpaddings": "int32"})
   return b.add(ctx.op_type, node, [x, *inputs[1:]], dev, attrs)
 

@@ -360,7 +360,7 @@ class _Partitioner:
         if tile.inputs[i] is None:
           if info.value is None:
             raise ValueError(f"op {op.name!r}: input {i} is a shape input without a value")
-          inputs.append(comm.const(self.b, f"{node}/in{i}", info.value, info.dtype, dev))
+          inputs.append(comm.const(self.b, f"{node}/in{i}", info.value, info.dtype, dev, shared=True))
         else:
           inputs.append(wired[i][d])
       name = nodes[d] = self._copy(tile.context, node, inputs, dev)
@@ -450,7 +450,7 @@ class _Partitioner:
       lo, hi = rows.lo, rows.hi
 
       def scalar(name, value):
-        return comm.const(self.b, f"{node}/{name}", np.array(value), idx_dtype, dev)
+        return comm.const(self.b, f"{node}/{name}", np.array(value), idx_dtype, dev, shared=True)
 
       first = scalar("lo", lo)
       inside = self.b.add("LogicalAnd", f"{node}/inside", [
@@ -464,7 +464,7 @@ class _Partitioner:
       mask = self.b.add("Reshape", f"{node}/mask", [
           inside, comm.const(self.b, f"{node}/mask_shape",
                              np.array(list(idx_shape) + [1] * (len(var_shape) - 1)), "int32",
-                             dev)], dev, {"T": "bool", "Tshape": "int32"})
+                             dev, shared=True)], dev, {"T": "bool", "Tshape": "int32"})
       zeros = self.b.add("ZerosLike", f"{node}/zeros", [updates], dev, {"T": dtype})
       updates = self.b.add("SelectV2", f"{node}/rows", [mask, updates, zeros], dev, {"T": dtype})
     return self.b.add(op.op_type, node, [s.placeholder, indices, updates], dev, op.context.attrs)
