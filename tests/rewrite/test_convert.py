@@ -121,15 +121,18 @@ class GatherTest(parameterized.TestCase):
     pieces = transfers.gather(held, list(need), factors)
     self.assertEqual(count_transfer_bytes(gd), ITEMSIZE * sum(p.elements for p in pieces))
     # Each piece leaves its source from a node of its own (Identity when it is the source's
-    # whole shard, else Slice) and crosses once: the cross-device edges are the pieces.
+    # whole shard, else Slice), shared by the destinations that need the same piece, and
+    # crosses once per destination: the cross-device edges are the pieces.
     want_edges = set()
     for p in pieces:
-      sent = node_of(gd, f"{stem}/d{p.dst}/from{p.src}")
+      sent = node_of(gd, convert.sender_name(stem, p.src, p.region))
       self.assertEqual(sent.device, devices[p.src])
       self.assertEqual(sent.op, "Identity" if p.region == held[p.src] else "Slice")
       want_edges.add((sent.name + ":0", canonical(devices[p.dst]), ITEMSIZE * p.elements))
     self.assertEqual(set(transfer_count(gd).edges), want_edges)
     self.assertLen(transfer_count(gd).edges, len(pieces))
+    senders = [n.name for n in gd.node if n.name.startswith(f"{stem}/from")]
+    self.assertCountEqual(senders, {convert.sender_name(stem, p.src, p.region) for p in pieces})
     self.assertEqual((conv.plain_conversions, conv.collective_conversions),
                      (1 if pieces else 0, 0))
 

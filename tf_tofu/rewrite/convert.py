@@ -6,8 +6,10 @@ the same functions the search prices it with (``transfers.gather``,
 ``transfers.reduce_partials``), and every piece becomes
 
 * a ``Slice`` (or ``Identity`` when the piece is the source's whole shard) on
-  the source device: a node of its own per piece, so no two pieces share a
-  tensor and TensorFlow's Send/Recv moves each piece once, as priced;
+  the source device: a node of its own per piece and conversion, shared by the
+  destinations that need the same piece (TensorFlow sends a tensor once per
+  destination device, so each (piece, destination) crosses once, as priced, and
+  no other conversion's traffic is merged with it);
 * on the destination: a ``ConcatV2`` tree (:mod:`assemble`) of its own slice
   and the copies it receives, or an ``AddN`` of its own slice of a partial sum
   and the addends it receives.
@@ -34,6 +36,13 @@ from tf_tofu.rewrite.assemble import Shard, build_box
 
 PLAIN = "plain"
 COLLECTIVE = "collective"
+
+
+def sender_name(stem: str, src: int, region: Region) -> str:
+  """The node on device ``src`` that sends ``region`` of conversion ``stem`` (to every device
+  that needs it: TensorFlow moves it once per destination device)."""
+  box = "_".join(f"{i.lo}-{i.hi}" for i in region.intervals)
+  return f"{stem}/from{src}/{box}"
 
 
 class Converter:
@@ -99,6 +108,7 @@ class Converter:
 
   def _plain_gather(self, stem, dtype, have, need, pieces) -> list[Optional[str]]:
     out: list[Optional[str]] = [None] * len(need)
+    sent: dict[tuple[int, Region], Shard] = {}  # one sender per piece, whatever its destinations
     by_dst: dict[int, list[transfers.Piece]] = {}
     for p in pieces:
       by_dst.setdefault(p.dst, []).append(p)
@@ -113,7 +123,10 @@ class Converter:
       if own is not None and n.intersect(own.box).volume:
         parts.append(self.local(own, n.intersect(own.box), f"{stem}/d{d}/own", dtype))
       for p in by_dst.get(d, ()):
-        parts.append(self.send(have[p.src], p.region, f"{stem}/d{d}/from{p.src}", dtype))
+        key = (p.src, p.region)
+        if key not in sent:
+          sent[key] = self.send(have[p.src], p.region, sender_name(stem, p.src, p.region), dtype)
+        parts.append(sent[key])
       if len(parts) == 1 and parts[0].box == n:
         # One part: the destination's own, or a piece received whole (kept on d, so that
         # the shard lives where the plan says).

@@ -6,7 +6,8 @@ For ``k`` devices (``plan.devices``, levels ``plan.factors``):
   d)`` of every tensor.  Feeds (``Placeholder``) become one placeholder per
   device, ``<name>/tofu_shard_<d>``, of the held box (the host feeds slices,
   ``Partitioned.feeds``); constants become one ``Const`` per device holding
-  its slice of the value (made only where something reads it).
+  its slice of the value (made only where something reads it; equal slices
+  on one device share one node, ``tofu/const_<i>``).
 * *Ops.*  A ``compute`` op becomes one copy per device,
   ``<op>/tofu_d<d>``, from its tile (``tiling.op_tiles``): the attributes of
   the tile's context (the shard hook's overrides), its constant shape inputs
@@ -292,7 +293,7 @@ class _Partitioner:
     value = np.asarray(value).reshape(self.g.tensors[t].shape)
     self.shards[t] = [
         Shard(box, comm.const(self.b, f"{op.name}/tofu_d{d}", value[box.slices()], self.dtype(t),
-                              self.devices[d]), d)
+                              self.devices[d], shared=True), d)
         for d, box in enumerate(self.held[t])]
 
   def _values(self, h: str) -> None:
