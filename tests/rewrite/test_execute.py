@@ -3,6 +3,8 @@
 import numpy as np
 import tensorflow as tf
 from absl.testing import absltest
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python.eager import context
 
 from tests import cpu_devices
 import tf_tofu  # noqa: E402
@@ -74,6 +76,36 @@ class ExecuteTest(absltest.TestCase):
     np.testing.assert_allclose(trained[h], self.variables[0].numpy(), rtol=1e-12)
     with self.assertRaisesRegex(ValueError, "no value for variables"):
       execute.create_shards(p, {})
+
+
+class GrapplerConfigTest(absltest.TestCase):
+  RC = rewriter_config_pb2.RewriterConfig
+
+  def test_defaults_are_changed_and_explicit_options_kept(self):
+    base = config_pb2.ConfigProto(allow_soft_placement=True)
+    cpu = execute.grappler_config(base, ["/device:CPU:0", "/device:CPU:1"])
+    self.assertEqual(cpu.graph_options.rewrite_options.meta_optimizer_iterations, self.RC.ONE)
+    self.assertEqual(cpu.graph_options.rewrite_options.memory_optimization, self.RC.NO_MEM_OPT)
+    self.assertTrue(cpu.allow_soft_placement)
+    self.assertEqual(base, config_pb2.ConfigProto(allow_soft_placement=True))  # not mutated
+    gpu = execute.grappler_config(base, ["/device:GPU:0", "/device:CPU:0"])
+    self.assertEqual(gpu.graph_options.rewrite_options.memory_optimization,
+                     self.RC.DEFAULT_MEM_OPT)
+    user = config_pb2.ConfigProto()
+    user.graph_options.rewrite_options.meta_optimizer_iterations = self.RC.TWO
+    user.graph_options.rewrite_options.memory_optimization = self.RC.MANUAL
+    kept = execute.grappler_config(user, ["/device:CPU:0"]).graph_options.rewrite_options
+    self.assertEqual((kept.meta_optimizer_iterations, kept.memory_optimization),
+                     (self.RC.TWO, self.RC.MANUAL))
+
+  def test_call_options_apply_inside_and_are_restored(self):
+    ctx = context.context()
+    before = ctx.function_call_options.config_proto_serialized
+    with execute._call_options(["/device:CPU:0"]):
+      inside = config_pb2.ConfigProto.FromString(ctx.function_call_options.config_proto_serialized)
+      self.assertEqual(inside.graph_options.rewrite_options.meta_optimizer_iterations,
+                       self.RC.ONE)
+    self.assertEqual(ctx.function_call_options.config_proto_serialized, before)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,26 @@ device holding its box of the whole value (on that device), ``wrap`` binds
 each resource placeholder of the graph to its shard's handle, and
 ``assemble_variables`` reads the shards back into whole values (the host
 concatenates one shard per distinct box).
+
+Grappler optimises the imported function on its first call, with the
+options of the caller's context except two defaults (``grappler_config``):
+one meta-optimizer iteration instead of two, and, when every device is a
+CPU, no memory optimizer (its swapping and recomputation target accelerator
+memory).  On a partitioned graph of tens of thousands of nodes the second
+iteration and the memory optimizer cost a third of the first call and did
+not change the time of a step (MobileNetV2 at k = 4, docs/benchmarks.md).
+An option the user set explicitly is kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+from tensorflow.python.eager import context
 
 from tf_tofu.rewrite.partition import Partitioned
 
@@ -91,6 +103,36 @@ def assemble_variables(p: Partitioned, shards: ShardVariables) -> dict[str, np.n
   return out
 
 
+def grappler_config(base: config_pb2.ConfigProto, devices: Sequence[str]
+                    ) -> config_pb2.ConfigProto:
+  """``base`` with the partitioned graph's Grappler defaults (module docstring)."""
+  config = config_pb2.ConfigProto()
+  config.CopyFrom(base)
+  rewrite = config.graph_options.rewrite_options
+  if rewrite.meta_optimizer_iterations == rewriter_config_pb2.RewriterConfig.DEFAULT_NUM_ITERS:
+    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+  all_cpu = all((tf.DeviceSpec.from_string(d).device_type or "").upper() == "CPU"
+                for d in devices)
+  if all_cpu and rewrite.memory_optimization == rewriter_config_pb2.RewriterConfig.DEFAULT_MEM_OPT:
+    rewrite.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+  return config
+
+
+@contextlib.contextmanager
+def _call_options(devices: Sequence[str]):
+  """Calls in this thread use ``grappler_config`` of the context's own config."""
+  ctx = context.context()
+  saved = ctx.function_call_options
+  base = config_pb2.ConfigProto()
+  base.ParseFromString(saved.config_proto_serialized)
+  ctx.function_call_options = context.FunctionCallOptions(
+      executor_type=saved.executor_type, config_proto=grappler_config(base, devices))
+  try:
+    yield
+  finally:
+    ctx.function_call_options = saved
+
+
 def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
          variables: Optional[ShardVariables] = None
          ) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]:
@@ -140,7 +182,8 @@ def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
       with tf.device(p.devices[s.device]):
         args.append(tf.constant(slices[_tensor_name(s.placeholder)],
                                 dtype=tf.as_dtype(p.dtypes[t])))
-    got = fn(*args)
+    with _call_options(p.devices):
+      got = fn(*args)
     return assemble_fetches(p, {n: v.numpy() for n, v in zip(shard_names, got)}, fetches)
 
   call.function = fn                  # per-device feed slices -> fetched shards
