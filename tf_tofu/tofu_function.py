@@ -87,8 +87,9 @@ class Function:
     specs = [_spec_of(a) for a in args]
     key = tuple((tuple(s.shape.as_list()), s.dtype.name) for s in specs)
     if key not in self._entries:
-      cf = ingest_tf.concrete_function(self.fn, specs)
-      g = graph_lib.trace(cf)
+      with progress.phase("tracing the step"):
+        cf = ingest_tf.concrete_function(self.fn, specs)
+        g = graph_lib.trace(cf)
       missing = [v.name for v in g.variables if v.handle not in g.live_handles]
       if missing:
         raise TofuError(f"variables {missing[:3]} of the step have no live value to shard")

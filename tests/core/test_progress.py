@@ -73,6 +73,23 @@ class ProgressTest(absltest.TestCase):
     self.assertIn("tf_tofu: failing: done in", self.err.getvalue())
     self.assertEqual(progress._stack, [])
 
+  def test_record_times_every_phase_verbose_or_not(self):
+    progress.set_verbose(False)
+    with progress.record() as timings:
+      with progress.phase("outer"):
+        with progress.phase("inner"):
+          time.sleep(0.1)
+      with progress.phase("quick"):
+        pass
+    with progress.phase("after the record"):
+      pass
+    self.assertEqual([(t.name, t.depth) for t in timings],
+                     [("inner", 1), ("outer", 0), ("quick", 0)])
+    self.assertGreaterEqual(timings[0].seconds, 0.1)
+    self.assertGreaterEqual(timings[1].seconds, timings[0].seconds)
+    self.assertEqual(self.err.getvalue(), "")  # recording shows nothing
+    self.assertEqual((progress._stack, progress._recorders), ([], []))
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -13,11 +13,15 @@ inner phase is shown indented under the outer one.
 On by default, in library use and on the command line.  Silence it with
 ``tf_tofu.set_verbose(False)`` or the environment variable
 ``TF_TOFU_VERBOSE=0``.
+
+:func:`record` collects how long every phase took (shown or not, verbose or
+not), for benchmarks that say where the time goes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
@@ -30,6 +34,16 @@ INTERVAL = 1.0
 _verbose: Optional[bool] = None
 _lock = threading.Lock()
 _stack: list["_Phase"] = []
+_recorders: list[list["Timing"]] = []
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+  """One finished phase: its name, how deeply it was nested (0 = outermost), seconds."""
+
+  name: str
+  depth: int
+  seconds: float
 
 
 def set_verbose(on: bool) -> None:
@@ -90,17 +104,33 @@ class _Phase:
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
   """Runs the block as a named phase (module docstring); nothing is shown if it is quick."""
-  if not verbose():
+  show = verbose()
+  if not show and not _recorders:
     yield
     return
   p = _Phase(name, _stack[-1] if _stack else None)
+  depth = len(_stack)
   _stack.append(p)
-  p.timer.start()
+  if show:
+    p.timer.start()
   try:
     yield
   finally:
     p.end()
     _stack.remove(p)
+    for timings in _recorders:
+      timings.append(Timing(name, depth, time.monotonic() - p.start))
+
+
+@contextlib.contextmanager
+def record() -> Iterator[list[Timing]]:
+  """Collects a :class:`Timing` per phase that ends inside the block, in the order they end."""
+  timings: list[Timing] = []
+  _recorders.append(timings)
+  try:
+    yield timings
+  finally:
+    _recorders.remove(timings)
 
 
 def update(text: str) -> None:
@@ -109,4 +139,4 @@ def update(text: str) -> None:
     _stack[-1].update(text)
 
 
-__all__ = ["DELAY", "INTERVAL", "phase", "set_verbose", "update", "verbose"]
+__all__ = ["DELAY", "INTERVAL", "Timing", "phase", "record", "set_verbose", "update", "verbose"]

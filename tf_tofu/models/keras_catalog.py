@@ -182,8 +182,8 @@ def names() -> tuple[str, ...]:
 
 
 def build(name: str, optimizer: str = "adam", dtype: str = "float32",
-          loss: str = "sparse_categorical_crossentropy") -> TrainStep:
-  """The training step of catalogue entry ``name`` (see :func:`names`).
+          loss: str = "sparse_categorical_crossentropy", batch: int = BATCH) -> TrainStep:
+  """The training step of catalogue entry ``name`` (see :func:`names`) on ``batch`` examples.
 
   ``loss`` is one of :data:`LOSSES`; targets are class ids for the sparse
   loss and rows of ``CLASSES`` values in [0, 1) otherwise.
@@ -197,10 +197,10 @@ def build(name: str, optimizer: str = "adam", dtype: str = "float32",
     opt = keras_optimizer(optimizer)
     opt.build(model.trainable_variables)
     loss_fn = _losses()[loss]()
-  x_spec = tf.TensorSpec([BATCH, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+  x_spec = tf.TensorSpec([batch, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
   sparse = loss.startswith("sparse")
-  y_spec = (tf.TensorSpec([BATCH], tf.int32) if sparse
-            else tf.TensorSpec([BATCH, CLASSES], dtype))
+  y_spec = (tf.TensorSpec([batch], tf.int32) if sparse
+            else tf.TensorSpec([batch, CLASSES], dtype))
   variables = list(model.trainable_variables)
 
   def step(x, y):
