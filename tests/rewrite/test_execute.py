@@ -77,6 +77,16 @@ class ExecuteTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "no value for variables"):
       execute.create_shards(p, {})
 
+  def test_every_imported_node_is_on_its_graph_def_device(self):
+    p = self.job.partitioned
+    run = execute.wrap(p, variables=execute.create_shards(p, self.job.graph.variable_values()))
+    want = {n.name: tf.DeviceSpec.from_string(n.device) for n in p.graph_def.node}
+    imported = {op.name.partition("/")[2]: op for op in run.function.graph.get_operations()
+                if op.name.startswith(execute._SCOPE + "/")}
+    self.assertEqual(set(imported), set(want))
+    for name, op in imported.items():
+      self.assertEqual(tf.DeviceSpec.from_string(op.device), want[name], name)
+
 
 class GrapplerConfigTest(absltest.TestCase):
   RC = rewriter_config_pb2.RewriterConfig
@@ -88,15 +98,30 @@ class GrapplerConfigTest(absltest.TestCase):
     self.assertEqual(cpu.graph_options.rewrite_options.memory_optimization, self.RC.NO_MEM_OPT)
     self.assertTrue(cpu.allow_soft_placement)
     self.assertEqual(base, config_pb2.ConfigProto(allow_soft_placement=True))  # not mutated
+    self.assertEqual(cpu.graph_options.rewrite_options.layout_optimizer, self.RC.OFF)
+    nchw = execute.grappler_config(base, ["/device:CPU:0"], channels_first=True)
+    self.assertEqual(nchw.graph_options.rewrite_options.layout_optimizer, self.RC.DEFAULT)
     gpu = execute.grappler_config(base, ["/device:GPU:0", "/device:CPU:0"])
     self.assertEqual(gpu.graph_options.rewrite_options.memory_optimization,
                      self.RC.DEFAULT_MEM_OPT)
+    self.assertEqual(gpu.graph_options.rewrite_options.layout_optimizer, self.RC.DEFAULT)
     user = config_pb2.ConfigProto()
     user.graph_options.rewrite_options.meta_optimizer_iterations = self.RC.TWO
     user.graph_options.rewrite_options.memory_optimization = self.RC.MANUAL
+    user.graph_options.rewrite_options.layout_optimizer = self.RC.ON
     kept = execute.grappler_config(user, ["/device:CPU:0"]).graph_options.rewrite_options
-    self.assertEqual((kept.meta_optimizer_iterations, kept.memory_optimization),
-                     (self.RC.TWO, self.RC.MANUAL))
+    self.assertEqual((kept.meta_optimizer_iterations, kept.memory_optimization,
+                      kept.layout_optimizer), (self.RC.TWO, self.RC.MANUAL, self.RC.ON))
+
+  def test_channels_first_is_read_off_the_data_formats(self):
+    def graph(data_format):
+      gd = tf.compat.v1.GraphDef()
+      node = gd.node.add(name="conv", op="Conv2D")
+      node.attr["data_format"].s = data_format
+      return gd
+    self.assertTrue(execute.channels_first(graph(b"NCHW")))
+    self.assertFalse(execute.channels_first(graph(b"NHWC")))
+    self.assertFalse(execute.channels_first(tf.compat.v1.GraphDef()))
 
   def test_call_options_apply_inside_and_are_restored(self):
     ctx = context.context()

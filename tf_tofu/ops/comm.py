@@ -162,6 +162,7 @@ class GraphBuilder:
     self._by_name: dict[str, node_def_pb2.NodeDef] = {}
     self._pool: dict[tuple, str] = {}
     self._pooled: set[str] = set()
+    self._sources: dict[str, set[str]] = {}  # node -> the nodes it reads or waits for
 
   def unique(self, name: str) -> str:
     if name not in self._by_name:
@@ -204,13 +205,14 @@ class GraphBuilder:
       raise ValueError(f"node {name!r} is a shared constant; it cannot take control inputs")
     nd = self._by_name[name]
     # A node it reads already runs first: a control edge on it would be redundant.
-    have = {"^" + i[1:].split(":")[0] if i.startswith("^") else "^" + i.split(":")[0]
-            for i in nd.input}
+    have = self._sources.get(name)
+    if have is None:
+      have = self._sources[name] = {i.lstrip("^").split(":")[0] for i in nd.input}
     for c in controls:
-      ref = f"^{c.split(':')[0]}"
-      if ref not in have and ref[1:] != name:
-        nd.input.append(ref)
-        have.add(ref)
+      source = c.split(":")[0]
+      if source not in have and source != name:
+        nd.input.append(f"^{source}")
+        have.add(source)
 
   def graph_def(self) -> graph_pb2.GraphDef:
     gd = graph_pb2.GraphDef()

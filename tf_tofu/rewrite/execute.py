@@ -15,13 +15,15 @@ each resource placeholder of the graph to its shard's handle, and
 concatenates one shard per distinct box).
 
 Grappler optimises the imported function on its first call, with the
-options of the caller's context except two defaults (``grappler_config``):
-one meta-optimizer iteration instead of two, and, when every device is a
-CPU, no memory optimizer (its swapping and recomputation target accelerator
-memory).  On a partitioned graph of tens of thousands of nodes the second
-iteration and the memory optimizer cost a third of the first call and did
-not change the time of a step (MobileNetV2 at k = 4, docs/benchmarks.md).
-An option the user set explicitly is kept.
+options of the caller's context except three defaults (``grappler_config``):
+one meta-optimizer iteration instead of two; when every device is a CPU, no
+memory optimizer (its swapping and recomputation target accelerator memory);
+and when every device is a CPU and no node asks for a channels-first layout,
+no layout optimizer (it only converts layouts for GPUs, or NCHW ops for
+CPUs).  On a partitioned graph of tens of thousands of nodes these cost
+nearly half of the first call and did not change the time of a step
+(MobileNetV2 at k = 4, docs/benchmarks.md).  An option the user set
+explicitly is kept.
 """
 
 from __future__ import annotations
@@ -103,9 +105,10 @@ def assemble_variables(p: Partitioned, shards: ShardVariables) -> dict[str, np.n
   return out
 
 
-def grappler_config(base: config_pb2.ConfigProto, devices: Sequence[str]
-                    ) -> config_pb2.ConfigProto:
-  """``base`` with the partitioned graph's Grappler defaults (module docstring)."""
+def grappler_config(base: config_pb2.ConfigProto, devices: Sequence[str],
+                    channels_first: bool = False) -> config_pb2.ConfigProto:
+  """``base`` with the partitioned graph's Grappler defaults (module docstring);
+  ``channels_first``: some node of the graph has an ``NC...`` data format."""
   config = config_pb2.ConfigProto()
   config.CopyFrom(base)
   rewrite = config.graph_options.rewrite_options
@@ -115,22 +118,51 @@ def grappler_config(base: config_pb2.ConfigProto, devices: Sequence[str]
                 for d in devices)
   if all_cpu and rewrite.memory_optimization == rewriter_config_pb2.RewriterConfig.DEFAULT_MEM_OPT:
     rewrite.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+  if (all_cpu and not channels_first
+      and rewrite.layout_optimizer == rewriter_config_pb2.RewriterConfig.DEFAULT):
+    rewrite.layout_optimizer = rewriter_config_pb2.RewriterConfig.OFF
   return config
 
 
+def channels_first(graph_def) -> bool:
+  """Whether some node of ``graph_def`` has a channels-first ``data_format`` (``NC...``)."""
+  return any(n.attr["data_format"].s.startswith(b"NC") for n in graph_def.node
+             if "data_format" in n.attr)
+
+
 @contextlib.contextmanager
-def _call_options(devices: Sequence[str]):
+def _call_options(devices: Sequence[str], nchw: bool = False):
   """Calls in this thread use ``grappler_config`` of the context's own config."""
   ctx = context.context()
   saved = ctx.function_call_options
   base = config_pb2.ConfigProto()
   base.ParseFromString(saved.config_proto_serialized)
   ctx.function_call_options = context.FunctionCallOptions(
-      executor_type=saved.executor_type, config_proto=grappler_config(base, devices))
+      executor_type=saved.executor_type, config_proto=grappler_config(base, devices, nchw))
   try:
     yield
   finally:
     ctx.function_call_options = saved
+
+
+_SCOPE = "import"  # the prefix of the imported nodes (TensorFlow's default)
+
+
+def _without_devices(graph_def) -> tuple:
+  """``graph_def`` with no device fields, and each node's device by name.
+
+  The import places the nodes with one device function instead: TensorFlow's
+  importer enters a ``tf.device`` scope per node that names a device, which
+  costs more than the rest of the import on graphs of tens of thousands of
+  nodes.
+  """
+  bare = type(graph_def)()
+  bare.CopyFrom(graph_def)
+  device_of = {}
+  for node in bare.node:
+    device_of[node.name] = node.device
+    node.device = ""
+  return bare, device_of
 
 
 def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
@@ -150,18 +182,23 @@ def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
   placeholders = [(s, t) for t, shards in p.feeds.items() for s in shards]
   shard_names = sorted({_tensor_name(s.tensor) for t in fetches for s in p.fetches[t]})
   specs = [tf.TensorSpec(s.box.shape, tf.as_dtype(p.dtypes[t])) for s, t in placeholders]
-  gd = p.graph_def
+  gd, device_of = _without_devices(p.graph_def)
+  nchw = channels_first(p.graph_def)
 
   shard_device = {_tensor_name(s.tensor): p.devices[s.device] for t in fetches
                   for s in p.fetches[t]}
+
+  def place(op) -> str:  # an imported node's device, by its name in the GraphDef
+    return device_of.get(op.name.partition("/")[2], "")
 
   def body(*args):
     input_map = {_tensor_name(s.placeholder): a for (s, _), a in zip(placeholders, args)}
     graph = tf.compat.v1.get_default_graph()
     for name, var in variables.items():
       input_map[name] = graph.capture(var.handle)
-    got = tf.graph_util.import_graph_def(gd, input_map=input_map,
-                                         return_elements=shard_names + list(p.targets))
+    with tf.compat.v1.device(place):
+      got = tf.graph_util.import_graph_def(gd, input_map=input_map, name=_SCOPE,
+                                           return_elements=shard_names + list(p.targets))
     outs, targets = got[:len(shard_names)], got[len(shard_names):]
     if not targets:
       return outs
@@ -182,7 +219,7 @@ def wrap(p: Partitioned, fetches: Optional[Sequence[str]] = None,
       with tf.device(p.devices[s.device]):
         args.append(tf.constant(slices[_tensor_name(s.placeholder)],
                                 dtype=tf.as_dtype(p.dtypes[t])))
-    with _call_options(p.devices):
+    with _call_options(p.devices, nchw):
       got = fn(*args)
     return assemble_fetches(p, {n: v.numpy() for n, v in zip(shard_names, got)}, fetches)
 
