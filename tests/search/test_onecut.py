@@ -1,12 +1,13 @@
 """Tests for tf_tofu.search.onecut and recursive: the DP equals exhaustive enumeration."""
 
 import itertools
+from unittest import mock
 
 import numpy as np
 
 from absl.testing import absltest, parameterized
 
-from tests import search_testlib  # noqa: E402
+from tests import cpu_devices, search_testlib  # noqa: E402
 
 from tf_tofu.layout import transfers  # noqa: E402
 from tf_tofu.opdefs import analysis  # noqa: E402
@@ -100,18 +101,28 @@ class JointTableTest(absltest.TestCase):
     # Combo (s0, t0) pays for the shared conversion of a once.
     np.testing.assert_array_equal(table[0, :, 0, 0],
                                   vec[0][0] + vec[2][0][0] + vec[1][1][0])
+    # The per-group form holds the same numbers without a dense axis per group.
+    names_axis, axis = onecut._joint_table(member_tables, scope, domains, group_of, dense=False)
+    self.assertEqual(names_axis, want_names)
+    self.assertIsInstance(axis, onecut.AxisTable)
+    for x in itertools.product(*(range(len(domains[g])) for g in scope)):
+      np.testing.assert_array_equal(axis[(slice(None),) + x], want[(slice(None),) + x])
 
 
 class BruteForceTest(parameterized.TestCase):
 
-  @parameterized.parameters(*[(seed, k) for seed in range(6) for k in (2, 3, 4)])
-  def test_dp_equals_exhaustive_at_every_level(self, seed, k):
-    fg = search_testlib.random_graph(seed, max_ops=8)
-    graph = view.from_tofu_graph(fg)
+  def small_graph(self, seed):
+    """A random graph small enough to enumerate: (view, describer, tensor groups)."""
+    graph = view.from_tofu_graph(search_testlib.random_graph(seed, max_ops=8))
     describer = Describer()
     groups = coarsen.tensor_groups(graph, describer)
     if len(groups) > 12:
       self.skipTest("too many groups to enumerate")
+    return graph, describer, groups
+
+  @parameterized.parameters(*[(seed, k) for seed in range(6) for k in (2, 3, 4)])
+  def test_dp_equals_exhaustive_at_every_level(self, seed, k):
+    graph, describer, groups = self.small_graph(seed)
     solve = tofu.level_solver(describer, tofu.SearchOptions())
     exhaustive = []
 
@@ -127,6 +138,21 @@ class BruteForceTest(parameterized.TestCase):
       for dp_cost, brute in exhaustive:
         self.assertEqual(dp_cost, brute)
 
+  @parameterized.parameters(*[(seed, k) for seed in range(4) for k in (2, 4)])
+  def test_per_group_pricing_equals_exhaustive(self, seed, k):
+    # MAX_JOINT = 1 prices every op on its own as an AxisTable (a choice variable with a
+    # pairwise factor per tensor group): the DP must still find the exhaustive optimum.
+    graph, describer, groups = self.small_graph(seed)
+    contexts = {op.name: op.context for op in graph.ops}
+    shapes = {t: s.shape for t, s in graph.tensors.items()}
+    with mock.patch.object(onecut, "MAX_JOINT", 1):
+      problem = onecut.build_level(graph, groups, contexts, shapes, k, describer, {})
+      res = onecut.solve_level(graph, groups, contexts, shapes, k, describer, {})
+    self.assertTrue(any(isinstance(u[3], onecut.AxisTable) for u in problem.units))
+    self.assertTrue(res.proven_optimal)
+    self.assertEqual(res.objective, exhaustive_level(graph, groups, contexts, shapes, k,
+                                                     describer))
+
   def test_single_level_objective_bounds_exact_bytes(self):
     fg = search_testlib.random_graph(1)
     graph = view.from_tofu_graph(fg)
@@ -135,6 +161,39 @@ class BruteForceTest(parameterized.TestCase):
     # only be lower than the DP objective, which prices each consumer.
     self.assertLessEqual(res.evaluation.total_bytes, res.objective)
     self.assertTrue(res.proven_optimal)
+
+
+class WideOpTest(absltest.TestCase):
+
+  def test_ops_with_a_hundred_inputs_plan_exactly_and_run(self):
+    # Split into 100 pieces, one shared weight applied to each, concatenated back: a
+    # Split with 100 outputs, a ConcatV2 with 101 inputs, and in the gradient their
+    # transposes and an AddN of 100 weight gradients.  A dense table per op would need
+    # an axis per input (numpy allows 64).
+    import tensorflow as tf
+    import tf_tofu
+    from tf_tofu.verify import sweep
+    pieces = 100
+    w = tf.Variable(np.random.default_rng(0).normal(size=(3, 3)))
+
+    @tf.function(autograph=False)
+    def step(x):
+      with tf.GradientTape() as tape:
+        parts = tf.split(x, pieces, axis=1)
+        y = tf.concat([tf.matmul(p, w) for p in parts], axis=1)
+        loss = tf.reduce_sum(y * y)
+      w.assign_sub(1e-3 * tape.gradient(loss, w))
+      return loss
+
+    x = np.random.default_rng(1).normal(size=(8, 3 * pieces))
+    for k in (2, 3, 4, 8):
+      plan = tf_tofu.plan(step, tf.TensorSpec(x.shape, tf.float64), devices=k)
+      self.assertTrue(plan.proven_optimal, k)
+    cpu_devices.require(4)
+    row = sweep.check_step("wide", step, [(x,)], 4)
+    self.assertEqual(row.mismatches, ())
+    self.assertEqual(row.counted, row.predicted)
+    self.assertEqual(row.whole, {})
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def _solver_with(allowed_fn: Callable, describer: Describer, options: SearchOpti
         allowed[g] = keep
     problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
                                  options.allow_rep_storage, options.op_strategies)
-    sol = dp.solve([len(d) for d in problem.domains], problem.factors, options.max_table)
+    sol = dp.solve(problem.variable_sizes(), problem.factors, options.max_table)
     return onecut.finish_level(problem, sol.assignment, False, sol.width, len(sol.fixed))
 
   return solve

@@ -186,12 +186,20 @@ class LevelProblem:
   A unit is an op group (a forward op with the gradient ops that differentiate
   it) priced jointly, so that its members share conversions of a tensor they
   need alike; ``units[u] = (member ops, scope, names per combo, table)``.
+  The factors' variables are the tensor groups (``domains``) followed by one
+  choice variable per unit priced as an :class:`AxisTable` (``aux_sizes``:
+  its number of joint options), in the order of ``units``.
   """
 
   n: int
   domains: tuple[tuple[State, ...], ...]
   factors: tuple[dp.Factor, ...]
   units: tuple[tuple[tuple[SOp, ...], tuple[int, ...], tuple[tuple[str, ...], ...], np.ndarray], ...]
+  aux_sizes: tuple[int, ...] = ()
+
+  def variable_sizes(self) -> list[int]:
+    """The domain size of every variable of ``factors``: groups, then unit choices."""
+    return [len(d) for d in self.domains] + list(self.aux_sizes)
 
 
 def _units(graph: SearchGraph) -> list[list[SOp]]:
@@ -221,6 +229,7 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   itemsize_of = {t: s.itemsize for t, s in graph.tensors.items()}
   pricer = _Pricer(n)
   factors, units = [], []
+  aux_sizes: list[int] = []
   cache: dict = {}
   todo = _units(graph)
   skeletons: dict = {}
@@ -231,10 +240,10 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
               for op in unit]
     scope = tuple(sorted({group_of[t] for opts in tables for _, ents in opts
                           for _, t, _ in ents}))
-    size = float(np.prod([float(len(domains[g])) for g in scope]))
     combos = float(np.prod([float(len(t)) for t in tables]))
-    joint = combos * size <= MAX_JOINT
-    parts = [(unit, tables)] if joint else [([op], [t]) for op, t in zip(unit, tables)]
+    per_axis = combos * sum(len(domains[g]) for g in scope)
+    parts = [(unit, tables)] if per_axis <= MAX_JOINT else [([op], [t]) for op, t in
+                                                           zip(unit, tables)]
     for members, member_tables in parts:
       key = tuple((ckeys[op.name], op.kind, forced_ops.get(op.name)) for op in members)
       local = {}
@@ -250,16 +259,24 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
         if all(len(opts) == 1 for opts in member_tables):
           cache[struct] = _sum_table(member_tables, sub_scope, group_of)
         else:
-          cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of)
+          size = np.prod([float(len(opts)) for opts in member_tables]) * np.prod(
+              [float(len(domains[g])) for g in sub_scope])
+          cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of,
+                                       dense=size <= MAX_JOINT)
       names, stack = cache[struct]
       if isinstance(stack, SumTable):
         factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
+      elif isinstance(stack, AxisTable):
+        choice = len(domains) + len(aux_sizes)
+        aux_sizes.append(stack.combos)
+        factors.extend(dp.Factor((choice, sub_scope[pos]), matrix)
+                       for pos, matrix in stack.terms)
       elif sub_scope:
         factors.append(dp.Factor(sub_scope, stack.min(axis=0)))
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
       progress.update(f"level n={n}: priced {count + 1:,}/{len(todo):,} op groups")
-  return LevelProblem(n, tuple(domains), tuple(factors), tuple(units))
+  return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes))
 
 
 def _entry_pattern(member_tables, members, local) -> tuple:
@@ -304,14 +321,38 @@ def _sum_table(member_tables, scope, group_of):
   return names, SumTable(sorted(by_pos.items()))
 
 
-def _joint_table(member_tables, scope, domains, group_of):
+class AxisTable:
+  """A unit priced per tensor group: ``table[c, x_1..x_m] = sum_a terms_a[c, x_a]``.
+
+  The same numbers as the dense joint table, kept as one ``combos x states``
+  matrix per group of the scope: an op with hundreds of inputs (``AddN`` of
+  per-step gradients, ``ConcatV2``, ``Pack``, ``Split``) would need a dense
+  table with an axis per input.  In the level's factor graph the unit's
+  choice ``c`` becomes a variable of its own with one pairwise factor
+  ``(c, group a)`` per term, so the minimum over ``c`` is taken by the
+  variable elimination, exactly.
+  """
+
+  def __init__(self, combos: int, terms: Sequence[tuple[int, np.ndarray]]):
+    self.combos = combos
+    self.terms = tuple(terms)
+
+  def __getitem__(self, index) -> np.ndarray:
+    out = np.zeros(self.combos)
+    for pos, matrix in self.terms:
+      out += matrix[:, index[1 + pos]]
+    return out
+
+
+def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
   """``(names per combo, table[combo, *scope])`` with shared conversions paid once.
 
   With ``used[c, d]`` = 1 when combo ``c`` (members' options in
   ``itertools.product`` order) needs the distinct conversion ``d`` and ``v_d``
   its cost vector over the states of its group's axis ``a(d)``,
   ``table[c, x] = sum_d used[c, d] * v_d[x_a(d)]``: per axis one 0/1 matrix
-  product, exact on these integer byte counts.
+  product, exact on these integer byte counts.  ``dense=False`` returns the
+  per-axis matrices as an :class:`AxisTable` instead of their broadcast sum.
   """
   column: dict = {}  # conversion -> its column
   axis_of, vecs, option_columns = [], [], []
@@ -339,26 +380,40 @@ def _joint_table(member_tables, scope, domains, group_of):
     for o, cols in enumerate(per_option):
       mask[o, cols] = True
     used |= mask[choice[m]]
-  stack = np.zeros((choice.shape[1],) + dims)
   axis_of = np.asarray(axis_of, dtype=int)
-  for a, dim in enumerate(dims):
+  terms = []
+  for a in range(len(dims)):
     cols = np.flatnonzero(axis_of == a)
     if cols.size:
-      shape = [choice.shape[1]] + [1] * len(dims)
-      shape[1 + a] = dim
-      stack += (used[:, cols].astype(float) @ np.stack([vecs[d] for d in cols])).reshape(shape)
+      terms.append((a, used[:, cols].astype(float) @ np.stack([vecs[d] for d in cols])))
   names = tuple(tuple(name for name, _ in combo) for combo in itertools.product(*member_tables))
+  if not dense:
+    return names, AxisTable(choice.shape[1], terms)
+  stack = np.zeros((choice.shape[1],) + dims)
+  for a, matrix in terms:
+    shape = [choice.shape[1]] + [1] * len(dims)
+    shape[1 + a] = dims[a]
+    stack += matrix.reshape(shape)
   return names, stack
 
 
 def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optimal: bool,
                  width: int = 0, fixed_groups: int = 0) -> LevelResult:
-  """Given group states, every op group takes its cheapest joint option (first on ties)."""
+  """Given group states, every op group takes its cheapest joint option (first on ties).
+
+  ``assignment`` gives the groups' states (any unit choice variables after
+  them are recomputed: each is its unit's cheapest option).
+  """
   choices = {}
+  full = list(assignment[:len(problem.domains)]) + [0] * len(problem.aux_sizes)
+  aux = len(problem.domains)
   for members, scope, names, stack in problem.units:
-    vec = stack[(slice(None),) + tuple(assignment[g] for g in scope)]
+    vec = stack[(slice(None),) + tuple(full[g] for g in scope)]
     order = np.argsort(vec, kind="stable")
     best = int(order[0])
+    if isinstance(stack, AxisTable):
+      full[aux] = best
+      aux += 1
     alt = int(order[1]) if len(order) > 1 else None
     for m, op in enumerate(members):
       choices[op.name] = Choice(names[best][m], float(vec[best]),
@@ -366,7 +421,7 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
                                 float(vec[alt]) if alt is not None else None)
   states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
-                     objective=dp.evaluate(problem.factors, assignment),
+                     objective=dp.evaluate(problem.factors, full),
                      proven_optimal=proven_optimal, width=width, fixed_groups=fixed_groups)
 
 
@@ -377,5 +432,5 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   """Builds the level's factors and solves them exactly with ``dp.solve``."""
   problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
                         forced_ops)
-  sol = dp.solve([len(d) for d in problem.domains], problem.factors, max_table=max_table)
+  sol = dp.solve(problem.variable_sizes(), problem.factors, max_table=max_table)
   return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed))
