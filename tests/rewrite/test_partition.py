@@ -357,6 +357,44 @@ class FixedPlanTest(PartitionCase):
                           comm="nccl")
 
 
+class ScalarSharingTest(absltest.TestCase):
+
+  def test_equal_scalar_work_runs_once_per_device_and_reads_after_a_write_stay(self):
+    import tf_tofu
+    from tf_tofu.verify import sweep
+    counter = tf.Variable(3.0, dtype=tf.float64)
+    w1 = tf.Variable(np.arange(12.0).reshape(4, 3))
+    w2 = tf.Variable(np.arange(12.0).reshape(4, 3) / 7)
+
+    @tf.function(autograph=False)
+    def step(x):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.matmul(x, w1) ** 2) + tf.reduce_sum(tf.matmul(x, w2) ** 2)
+      g1, g2 = tape.gradient(loss, [w1, w2])
+      # The same read of the counter and the same scalar arithmetic per update, as a Keras
+      # optimizer does it; then a read after the counter's increment, which must stay.
+      w1.assign_sub(1e-3 / tf.sqrt(counter.read_value()) * g1)
+      w2.assign_sub(1e-3 / tf.sqrt(counter.read_value()) * g2)
+      counter.assign_add(tf.constant(1.0, tf.float64))
+      return loss + counter.read_value()
+
+    x = np.random.default_rng(0).normal(size=(6, 4))
+    row = sweep.check_step("scalars", step, [(x,), (x * 2,)], 2)
+    self.assertEqual(row.mismatches, ())
+    self.assertEqual(row.counted, row.predicted)
+    p = tf_tofu.function(step, devices=2).partitioned(x)
+    (counter_shards,) = [v.shards for v in p.variables.values() if v.shape == ()]
+    placeholders = {s.placeholder.split(":")[0] for s in counter_shards}
+    sqrt, reads = {}, {}
+    for n in p.graph_def.node:
+      if n.op == "Sqrt":
+        sqrt[n.device] = sqrt.get(n.device, 0) + 1
+      if n.op == "ReadVariableOp" and n.input[0].split(":")[0] in placeholders:
+        reads[n.device] = reads.get(n.device, 0) + 1
+    self.assertEqual(sqrt, {d: 1 for d in p.devices})
+    self.assertEqual(reads, {d: 2 for d in p.devices})  # before and after the increment
+
+
 class PlacementTest(PartitionCase):
   """The run's partition graphs hold every node where the rewrite put it."""
 

@@ -43,6 +43,15 @@ For ``k`` devices (``plan.devices``, levels ``plan.factors``):
   graph (data and control edges) through a chain of control edges, so a
   device's schedule is the original op order and buffers can be freed as
   they die (``tf_tofu.rewrite.memory`` estimates the peak on that schedule).
+* *Scalars once.*  An op whose outputs are all scalars, that is stateless
+  and runs replicated on every device (nothing to produce or reduce), shares
+  the nodes of an earlier identical op (same attributes, same per-device
+  inputs); so do the reads of a scalar variable after the same control
+  inputs (a write between two reads would be a control input of the later).
+  A Keras optimizer reads its step counter and recomputes the bias
+  correction for every variable it updates; shared, they run once per device.
+  Such an op adds no edges of its own (it is pure; what waits for it waits for
+  the op it shares) and moves no bytes, so the count still equals the plan.
 * *Fetches.*  Nothing is assembled on a device: ``Partitioned.fetches`` names,
   for each fetched tensor, one shard per distinct held box, and the host
   concatenates them (``rewrite.execute.assemble_fetches``).  Fetching adds no
@@ -66,6 +75,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 from tensorflow.core.framework import graph_pb2
+from tensorflow.python.framework import op_def_registry
 
 from tf_tofu.core import progress
 from tf_tofu.layout import tiling
@@ -258,6 +268,9 @@ class _Partitioner:
     self.variables: dict[str, VariableShards] = {}
     self.nodes_of: dict[str, list[Optional[str]]] = {}  # op -> its node on each device
     self._tiles: dict = {}
+    self._controls: dict[str, tuple[str, ...]] = {}
+    self._scalar_ops: dict[tuple, SOp] = {}  # identical scalar computations: the first
+    self._shared: set[str] = set()           # ops that share an earlier op's nodes
 
   def dtype(self, t: str) -> str:
     return self.g.tensors[t].dtype
@@ -331,6 +344,26 @@ class _Partitioner:
       by_need[need] = self.conv.gather(stem, self.dtype(t), self.shards_of(t), list(need))
     return by_need[need]
 
+  def _share(self, op: SOp, key: tuple) -> bool:
+    """Whether ``op`` shares the nodes of an earlier op with ``key`` (module docstring)."""
+    first = self._scalar_ops.setdefault(key, op)
+    if first is op:
+      return False
+    self.nodes_of[op.name] = self.nodes_of[first.name]
+    for t, u in zip(op.outputs, first.outputs):
+      self.shards[t] = self.shards[u]
+    self._shared.add(op.name)
+    return True
+
+  def _scalar_replicated(self, op: SOp, tiles) -> bool:
+    """Stateless, scalar outputs, computed whole on every device with nothing to reduce."""
+    if not op.outputs or any(self.g.tensors[t].shape != () for t in op.outputs):
+      return False
+    op_def = op_def_registry.get(op.op_type)
+    return (op_def is not None and not op_def.is_stateful and all(tiles)
+            and all(s == 1.0 for tile in tiles for s in tile.output_scale)
+            and not any(k for tile in tiles for k in tile.partial_key))
+
   def _op(self, op: SOp) -> None:
     strategy = self.plan.strategies.get(op.name)
     if strategy is None:
@@ -349,6 +382,9 @@ class _Partitioner:
         raise ValueError(f"op {op.name!r}: data input {i} is not connected")
       else:
         wired.append(self._input(t, need))
+    if self._scalar_replicated(op, tiles) and self._share(
+        op, ("op", key, tuple(tuple(w) for w in wired))):
+      return
     produced: list[list[Optional[Shard]]] = [[None] * self.k for _ in op.outputs]
     nodes: list[Optional[str]] = [None] * self.k
     for d, tile in enumerate(tiles):
@@ -397,6 +433,9 @@ class _Partitioner:
   def _read(self, op: SOp) -> None:
     h = op.inputs[0]
     v = self.variables[h]
+    if op.outputs and v.shape == () and self._share(
+        op, ("read", h, op.context.attrs.get("dtype"), self._controls.get(op.name, ()))):
+      return
     nodes = [self.b.add("ReadVariableOp", f"{op.name}/tofu_d{s.device}", [s.placeholder],
                         self.devices[s.device], {"dtype": op.context.attrs.get("dtype", v.dtype)})
              for s in v.shards]
@@ -474,6 +513,7 @@ class _Partitioner:
 
   def _order(self, order: Sequence[SOp], controls: dict[str, tuple[str, ...]]) -> None:
     """The original control edges per device, and one op chain per device."""
+    order = [op for op in order if op.name not in self._shared]
     for op in order:
       mine = self.nodes_of.get(op.name, ())
       for c in controls.get(op.name, ()):
@@ -503,7 +543,7 @@ class _Partitioner:
         self._variable(op)
       elif op.kind == "source" and op.op_type in REWRITABLE_FEEDS:
         self._feed(op)
-    controls = control_sources(self.g)
+    controls = self._controls = control_sources(self.g)
     order = _topological(self.g, controls)
     emit = {"compute": self._op, "single": self._op, "read": self._read, "update": self._update}
     for i, op in enumerate(order):
