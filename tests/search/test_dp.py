@@ -53,6 +53,20 @@ class SolveTest(parameterized.TestCase):
     self.assertTrue(exact.proven_optimal)
     self.assertEqual(exact.cost, best)
 
+  def test_a_choice_touching_hundreds_of_groups_is_solved_exactly(self):
+    # A wide op's choice variable (3 options) with a pairwise factor per input group (700
+    # groups of 3 states: 3^700 entries, beyond a float): the scope of the choice is far
+    # beyond any table, but eliminating the groups first leaves one factor over the choice.
+    rng = np.random.default_rng(0)
+    wide = 700
+    tables = [rng.integers(0, 50, size=(3, 3)).astype(float) for _ in range(wide)]
+    factors = [dp.Factor((wide, g), t) for g, t in enumerate(tables)]
+    sol = dp.solve([3] * wide + [3], factors)
+    want = min(sum(t[c].min() for t in tables) for c in range(3))
+    self.assertTrue(sol.proven_optimal)
+    self.assertEqual(sol.cost, want)
+    self.assertEqual(sol.width, 1)
+
   def test_deterministic(self):
     domains, fs = random_problem(3)
     self.assertEqual(dp.solve(domains, fs), dp.solve(domains, fs))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 import itertools
 from typing import Optional, Sequence
 
@@ -132,7 +133,9 @@ class _FactorGraph:
     return tuple(sorted(sc))
 
   def table_size(self, g: int) -> int:
-    return int(np.prod([self.domains[s] for s in self.scope_of(g)], dtype=np.float64))
+    """Entries of the table eliminating ``g`` would build (an exact int: a unit's choice
+    variable may touch hundreds of groups)."""
+    return math.prod(self.domains[s] for s in self.scope_of(g))
 
   def condition(self, g: int, value: int) -> None:
     """Fixes group ``g`` to state ``value`` in every factor that touches it."""
