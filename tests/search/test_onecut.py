@@ -195,6 +195,18 @@ class WideOpTest(absltest.TestCase):
     self.assertEqual(row.counted, row.predicted)
     self.assertEqual(row.whole, {})
 
+  def test_a_64_step_lstm_plans_exactly(self):
+    # Unrolled for 64 steps: the unstack, its gradient's Pack, the logits' concat (fan-in
+    # 64) and the AddN of 64 per-step weight gradients.
+    import tf_tofu
+    from tf_tofu import models
+    step = models.lstm.build(layers=1, hidden=8, steps=64, batch=4, vocab=16,
+                             materialize=False)
+    graph = tf_tofu.trace(step.fn, *step.input_signature)
+    for k in (4, 6):
+      plan = tf_tofu.plan(graph, devices=k)
+      self.assertTrue(plan.proven_optimal, k)
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -177,6 +177,7 @@ def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, f
 
 
 MAX_JOINT = 1 << 18  # combos x table entries of one op group priced jointly
+MAX_AXES = 32        # tensor groups of a dense table (numpy arrays have at most 64 axes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +263,7 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
           size = np.prod([float(len(opts)) for opts in member_tables]) * np.prod(
               [float(len(domains[g])) for g in sub_scope])
           cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of,
-                                       dense=size <= MAX_JOINT)
+                                       dense=size <= MAX_JOINT and len(sub_scope) <= MAX_AXES)
       names, stack = cache[struct]
       if isinstance(stack, SumTable):
         factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
