@@ -97,9 +97,26 @@ def parse_dot(text):
     return out
 
   defaults, nodes, edges = {}, [], []
+  clusters, cluster = {}, None  # cluster label -> node ids; the cluster being read
   while i < len(body):
     kind, value = body[i]
-    if kind == "word" and value in ("graph", "node", "edge"):
+    if kind == "word" and value == "subgraph":
+      if cluster is not None or body[i + 1][0] != "str" or body[i + 2] != ("op", "{"):
+        raise AssertionError(f"bad or nested subgraph at token {i}")
+      cluster = {"id": body[i + 1][1], "nodes": []}
+      i += 3
+      continue
+    if (kind, value) == ("op", "}"):
+      if cluster is None or "label" not in cluster:
+        raise AssertionError(f"'}}' at token {i} closes no labelled subgraph")
+      clusters[cluster["label"]] = cluster["nodes"]
+      cluster = None
+      i += 1
+      continue
+    if kind == "word" and value == "graph" and cluster is not None:
+      i += 1
+      cluster["label"] = attrs()["label"]
+    elif kind == "word" and value in ("graph", "node", "edge"):
       i += 1
       defaults[value] = attrs()
     elif kind == "str" and body[i + 1] == ("op", "->"):
@@ -114,11 +131,16 @@ def parse_dot(text):
         defaults["legend"] = attrs()
       else:
         nodes.append((value, attrs()))
+        if cluster is not None:
+          cluster["nodes"].append(value)
     else:
       raise AssertionError(f"unexpected token {body[i]} at {i}")
     if body[i] != ("op", ";"):
       raise AssertionError(f"statement not ended by ';' at token {i}: {body[i]}")
     i += 1
+  if cluster is not None:
+    raise AssertionError("a subgraph is not closed")
+  defaults["clusters"] = clusters
   return defaults, nodes, edges
 
 
@@ -215,6 +237,27 @@ class ZooDotTest(parameterized.TestCase):
         self.assertGreaterEqual(max(carried[c["tensor"]]), c["bytes"], c)
     self.assertIn(plan.conversions[0]["tensor"], carried)
 
+  def test_keras_layers_are_framed_by_name_scope(self):
+    step = models.tiny("gpt", flavor="keras")
+    g = graph_lib.trace(step.fn, *step.input_signature)
+    describer = Describer()
+    sgraph = view.from_tofu_graph(g, describer)
+    plan = tf_tofu.plan(g, devices=2, describer=describer)
+    defaults, nodes, _ = parse_dot(pictures.plan_dot(sgraph, plan, describer))
+    clusters = defaults["clusters"]
+    self.assertGreater(len(clusters), 2)
+    for scope, ids in clusters.items():
+      self.assertLessEqual(scope.count("/"), pictures.SCOPE_DEPTH - 1, scope)
+      self.assertGreater(len(ids), 1, scope)
+      for nid in ids:
+        if nid.startswith("group:"):
+          self.assertEqual(pictures.name_scope(nid[len("group:"):]), scope)
+    framed = [nid for ids in clusters.values() for nid in ids]
+    self.assertEqual(len(framed), len(set(framed)))          # a node in one frame at most
+    self.assertTrue(set(framed) <= {n for n, _ in nodes})
+    self.assertTrue(any(nid.startswith("var:") for nid in framed))  # a layer's weights
+    self.assertTrue(any(scope.count("/") == 1 for scope in clusters))  # "model/layer"
+
   @parameterized.parameters("mlp", "gpt")
   def test_deterministic(self, key):
     sgraph, plan, describer = planned(key)
@@ -277,10 +320,12 @@ class HandMadeDotTest(absltest.TestCase):
     self.a = a
 
   def test_exact_edges(self):
-    _, nodes, edges = parse_dot(pictures.plan_dot(self.graph, self.plan))
+    defaults, nodes, edges = parse_dot(pictures.plan_dot(self.graph, self.plan))
     a = "group:" + self.a
+    # Scope "a" frames its group and the variable only it reads; p and q are top level.
+    self.assertEqual(defaults["clusters"], {"a": [a, "var:w:0"]})
     self.assertEqual([n for n, _ in nodes],
-                     [a, "group:p", "group:q", "var:w:0", 'feed:in"put', "const:c2"])
+                     [a, "var:w:0", "group:p", "group:q", 'feed:in"put', "const:c2"])
     got = {(s, d): (tooltip_bytes(x), x["label"]) for s, d, x in edges}
     self.assertEqual(got, {
         ('feed:in"put', a): ((['in"put:0'], 7), "cut(0)\n7 B"),

@@ -28,6 +28,10 @@ grain it decided at:
   grey; a group's conversions between its own ops are a red loop on it.
   Every edge's tooltip (SVG) lists its tensors and the exact bytes.
 
+Nodes of one name scope (the first two scopes of the lead op's name: a Keras
+layer) are framed together (a Graphviz cluster), with a variable that only
+that scope's groups read.
+
 A strategy whose cut variable is a reduction of the op (MatMul's ``k``)
 is starred (``"k*"``): its output is a partial sum on every device, summed by
 an all-reduce or reduce-scatter.  A legend box says what shapes, letters,
@@ -64,6 +68,7 @@ RENDER_FORMATS = ("svg", "png")
 # and a PNG is clipped at 32767 pixels (the SVG has no such limit).
 RENDER_LIMITS = {"svg": 600, "png": 150}
 RENDER_MODES = ("auto", "always", "never")
+SCOPE_DEPTH = 2  # name scopes drawn as frames: a Keras model's layer ("model/layer_1")
 
 LEGEND = "\n".join((
     "legend",
@@ -74,6 +79,7 @@ LEGEND = "\n".join((
     "box: a variable (its reads and updates folded in); house: a fed input",
     "edge label: the layout per level: cut(d) split on dim d, rep whole on every device",
     "red edge: bytes moved by conversions (thicker: more); grey: nothing moved",
+    "grey frame: a name scope (a layer); its variables inside when only it reads them",
 ))
 
 
@@ -283,11 +289,21 @@ def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
       f"  edge {_attrs(fontname='Helvetica', fontsize=9)};",
       f"  {_quote('legend')} {_attrs(label=LEGEND, shape='note', fontsize=9, style='filled', fillcolor='grey95')};",
   ]
-  for node in nodes.values():
+  clusters = _clusters(nodes, edges)
+  clustered = {nid for members in clusters.values() for nid in members}
+
+  def node_line(node: "_Node", indent: str) -> str:
     moved = sum(plan.op_bytes.get(o, 0) for o in node.ops)
     label = node.label + (f"\n{human_bytes(moved)}" if moved else "")
     tooltip = "\n".join(node.ops + [f"{moved} bytes"])
-    lines.append(f"  {_quote(node.id)} {_attrs(label=label, tooltip=tooltip, **node.attrs)};")
+    return f"{indent}{_quote(node.id)} {_attrs(label=label, tooltip=tooltip, **node.attrs)};"
+
+  for i, (scope, members) in enumerate(clusters.items()):
+    lines.append(f"  subgraph {_quote(f'cluster_{i}')} {{")
+    lines.append(f"    graph {_attrs(label=scope, style='rounded', color='grey70', fontcolor='grey40')};")
+    lines.extend(node_line(nodes[nid], "    ") for nid in members)
+    lines.append("  }")
+  lines.extend(node_line(node, "  ") for node in nodes.values() if node.id not in clustered)
   for (src, dst), e in edges.items():
     layouts = list(dict.fromkeys(_layout(plan, t) for t in e.tensors))
     label = "; ".join(layouts)
@@ -302,6 +318,35 @@ def _dot_text(plan: Plan, nodes: dict[str, "_Node"],
                  f"{_attrs(label=label, tooltip=tooltip, **style)};")
   lines.append("}")
   return "\n".join(lines) + "\n"
+
+
+def name_scope(op_name: str) -> str:
+  """The name scope an op is drawn in: its first :data:`SCOPE_DEPTH` scopes ("" at top level)."""
+  return "/".join(op_name.split("/")[:-1][:SCOPE_DEPTH])
+
+
+def _clusters(nodes: dict[str, "_Node"], edges) -> dict[str, list[str]]:
+  """Name scope -> the drawn nodes in it, for scopes with two nodes or more.
+
+  An op group is in its lead op's scope; a variable in the scope of the groups
+  it feeds when they all share one; feeds and constants are in none.
+  """
+  scope_of: dict[str, str] = {}
+  for nid in nodes:
+    if nid.startswith("group:"):
+      scope_of[nid] = name_scope(nid[len("group:"):])
+  fed: dict[str, set] = collections.defaultdict(set)
+  for src, dst in edges:
+    if src.startswith("var:") and dst in scope_of:
+      fed[src].add(scope_of[dst])
+  for nid, scopes in fed.items():
+    if len(scopes) == 1:
+      scope_of[nid] = next(iter(scopes))
+  members: dict[str, list[str]] = {}
+  for nid in nodes:  # drawing order: deterministic
+    if scope_of.get(nid):
+      members.setdefault(scope_of[nid], []).append(nid)
+  return {scope: ids for scope, ids in members.items() if len(ids) > 1}
 
 
 def _layout(plan: Plan, tensor: str) -> str:
