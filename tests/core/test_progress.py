@@ -32,7 +32,7 @@ class ProgressTest(absltest.TestCase):
       progress.update("level n=2: priced 5/12 op groups")
     lines = self.err.getvalue().splitlines()
     self.assertEqual(lines[0], "tf_tofu: planning 12 ops ...")
-    self.assertEqual(lines[1], "tf_tofu:   level n=2: priced 5/12 op groups")
+    self.assertEqual(lines[1], "tf_tofu:   [0 s] level n=2: priced 5/12 op groups")
     self.assertRegex(lines[2], r"^tf_tofu: planning 12 ops: done in 0\.\d s$")
     self.assertLen(lines, 3)
 

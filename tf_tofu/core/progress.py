@@ -6,7 +6,8 @@
 
 A phase still running after :data:`DELAY` seconds prints its name on
 stderr (flushed), then the latest :func:`update` at most once every
-:data:`INTERVAL` seconds, and when it ends, how long it took.  Work that
+:data:`INTERVAL` seconds with the seconds since the phase began, and when it
+ends, how long it took.  Work that
 finishes sooner prints nothing, so quick calls stay quiet.  Phases nest: an
 inner phase is shown indented under the outer one.
 
@@ -92,7 +93,7 @@ class _Phase:
     with _lock:
       if self.shown and now - self.last_update >= INTERVAL:
         self.last_update = now
-        _write(f"tf_tofu: {self.indent}  {text}")
+        _write(f"tf_tofu: {self.indent}  [{now - self.start:.0f} s] {text}")
 
   def end(self) -> None:
     self.timer.cancel()

@@ -37,6 +37,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from tf_tofu.core import progress
+
 
 @dataclasses.dataclass(frozen=True)
 class Factor:
@@ -206,6 +208,9 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
     eliminated.append((g, rest, argmin))
     remaining.discard(g)
     refresh(rest)
+    if len(eliminated) % 2000 == 0:
+      progress.update(f"DP: {n - len(remaining):,} of {n:,} variables eliminated, widest "
+                      f"table {width + 1} variables")
   assignment = [0] * n
   for g, v in fixed_values.items():
     assignment[g] = v

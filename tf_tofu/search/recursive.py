@@ -85,6 +85,8 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
   strategies = {op.name: [] for op in graph.ops if op.kind in ("compute", "single")}
   results = []
   for level, n in enumerate(factors):
+    progress.update(f"factor order {tuple(factors)}: level {level + 1} of {len(factors)} "
+                    f"(n={n}), {len(groups):,} tensor groups")
     res = solve(graph, groups, contexts, shapes, n, level)
     results.append(res)
     for g, members in enumerate(groups):
@@ -108,6 +110,7 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: Leve
   best: Optional[SearchResult] = None
   for order in orders:
     results, layouts, strategies = run_levels(graph, groups, order, describer, solve)
+    progress.update(f"factor order {tuple(order)}: counting the plan's bytes exactly")
     ev = evaluate(graph, order, layouts, strategies, describer)
     objective, groups_at = 0.0, 1
     for n, r in zip(order, results):
