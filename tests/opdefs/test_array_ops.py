@@ -167,6 +167,23 @@ class DataDependentOpsTest(parameterized.TestCase):
                                      Rand(()), Rand(())], {"axis": 1}))
     self.assertEqual(analysis.facts(sem).cuttable_dims, ((0, 2),))
 
+  def test_cumsum_axis_and_top_k_rows_are_opaque(self):
+    cumsum = _semantics(Case("Cumsum", [Rand((6, 3, 4)), Fixed(1, "int32")]))
+    self.assertEqual(analysis.facts(cumsum).cuttable_dims, ((0, 2),))
+    top_k = _semantics(Case("TopKV2", [Rand((2, 4, 7)), Fixed(2, "int32")]))
+    self.assertEqual(analysis.facts(top_k).cuttable_dims, ((0, 1), (0, 1)))
+
+  def test_scatter_nd_cut_of_rows_is_partial_and_slices_are_free(self):
+    sem = _semantics(Case("ScatterNd", [Rand((6, 1), "int32", 0, 5), Rand((6, 3)),
+                                        Fixed([5, 3], "int32")]))
+    facts = analysis.facts(sem)
+    self.assertEqual(facts.opaque_vars, ("s0",))
+    self.assertEqual(facts.reduction_vars, ("q0",))
+    by_var = {s.var: s for s in analysis.strategies(sem, 2)}
+    self.assertEqual(sorted(by_var), ["q0", "t0"])
+    self.assertEqual((by_var["q0"].kind, by_var["q0"].outputs), ("reduce", (PARTIAL,)))
+    self.assertEqual(by_var["t0"].inputs[0].state, REP)   # every index row, whole
+
 
 class FailuresTest(absltest.TestCase):
 

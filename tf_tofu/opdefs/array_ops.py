@@ -222,6 +222,73 @@ def one_hot(op: OpContext) -> Semantics:
   return Semantics(op, [tdl.Output(tuple(dims), tdl.call("select", hit, on[()], off[()]))])
 
 
+# ---------------------------------------------------------------- scans, top-k, scatters
+
+
+@describe("Cumsum", "Cumprod")
+def cumulative(op: OpContext) -> Semantics:
+  """``out[p, j, r] = Opaque(X[p, :, r])[j]``: a running sum (or product) along the axis.
+
+  Each output along the axis depends on a prefix (a suffix when ``reverse``)
+  of the axis, so the axis is opaque; every other dim is free.
+  """
+  x = op.input(0)
+  axis = _axis(op, _ints(op.const(1))[0], x.rank)
+  p, r = index_vars("p", x.shape[:axis]), index_vars("r", x.shape[axis + 1:])
+  j = tdl.Var("j", x.shape[axis])
+  over = (j,) if j.extent != 1 else ()
+  body = tdl.Opaque(op.op_type.lower(), (x[(*_index(p), slice(None), *_index(r))],), over=over)
+  return Semantics(op, [tdl.Output(_dims(p) + (over,) + _dims(r), body)])
+
+
+@describe("TopKV2")
+def top_k(op: OpContext) -> Semantics:
+  """``values[i, j]``, ``indices[i, j] = Opaque(X[i, :])[j]``: the k largest of each row.
+
+  The last dim is searched whole (opaque); the leading dims are free.
+  """
+  x = op.input(0)
+  k = _ints(op.const(1))[0]
+  i = index_vars("i", x.shape[:-1])
+  j = tdl.Var("j", k)
+  over = (j,) if k != 1 else ()
+  outs = [tdl.Output(_dims(i) + (over,), tdl.Opaque(
+      name, (x[(*_index(i), slice(None))],), over=over)) for name in ("top_k", "top_k_indices")]
+  return Semantics(op, outs)
+
+
+@describe("ScatterNd")
+def scatter_nd(op: OpContext) -> Semantics:
+  """``out[s, t] = Sum_q select(indices[q, :] == s, updates[q, t], 0)``.
+
+  ``q`` are the index rows (reduced: cutting them gives a PARTIAL, each worker
+  scattering its rows into a full-size output), ``s`` the ``D`` scattered
+  dims (data dependent: opaque) and ``t`` the slice dims updates carry whole
+  (free).  Shard hook: the ``shape`` input is the worker's output block.
+  """
+  indices, updates = op.input(0), op.input(1)
+  shape = _ints(op.const(2))
+  depth = indices.shape[-1]
+  rows = indices.shape[:-1]
+  if updates.shape[:len(rows)] != rows or updates.shape[len(rows):] != tuple(shape[depth:]):
+    raise op.fail(f"updates {updates.shape} do not match indices {indices.shape} and shape "
+                  f"{tuple(shape)}")
+  q = index_vars("q", rows)
+  s = index_vars("s", shape[:depth])
+  t = index_vars("t", shape[depth:])
+  over = tuple(v for v in s if v.extent != 1)
+  hit = tdl.Opaque("scatter_nd", (indices[(*_index(q), slice(None))],), over=over)
+  body = hit * updates[tuple(_index(q) + _index(t))]
+  red = tuple(v for v in q if v.extent != 1)
+  if red:
+    body = tdl.Sum(red, body)
+
+  def shard(worker: WorkerView) -> ShardSpec:
+    return ShardSpec(meta_inputs={2: np.asarray(worker.output_shapes[0])})
+
+  return Semantics(op, [tdl.Output(_dims(s + t), body)], shard=shard)
+
+
 # ---------------------------------------------------------------- Pack
 
 

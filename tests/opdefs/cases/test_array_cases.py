@@ -29,7 +29,7 @@ class ModuleTest(casetest.ModuleChecks, absltest.TestCase):
 
   CASES = CASES
   OPS_MODULE = array_ops
-  OP_TYPE_COUNT = 26
+  OP_TYPE_COUNT = 30
 
   def test_index_inputs_lie_in_the_indexed_range(self):
     """Rand ids are drawn in [lo, hi): hi must not exceed the size they index."""
@@ -44,6 +44,9 @@ class ModuleTest(casetest.ModuleChecks, absltest.TestCase):
         ids, size = flat[0], int(flat[1].value)
       elif case.op_type.startswith("UnsortedSegment"):
         ids, size = flat[1], int(flat[2].value)
+      elif case.op_type == "ScatterNd":  # every index column addresses one of shape's dims
+        ids = flat[0]
+        size = min(list(np.ravel(flat[2].value))[:ids.shape[-1]])
       else:
         continue
       self.assertIsInstance(ids, Rand, str(case))
@@ -51,7 +54,7 @@ class ModuleTest(casetest.ModuleChecks, absltest.TestCase):
       self.assertGreaterEqual(ids.lo, 0, str(case))
       self.assertLessEqual(ids.hi, size, str(case))
       checked += 1
-    self.assertEqual(checked, 5 + 3 + 5)
+    self.assertEqual(checked, 5 + 3 + 5 + 3)
 
   def test_strided_slice_grad_dy_has_the_forward_output_shape(self):
     grads = [c for c in CASES if c.op_type == "StridedSliceGrad"]

@@ -112,6 +112,19 @@ CASES = [
     # Unpack
     Case("Unpack", [Rand((3, 4, 5))], {"num": 4, "axis": 1}),
     Case("Unpack", [Rand((5, 2))], {"num": 2, "axis": -1}, label="negative axis"),
+    # Cumsum / Cumprod
+    Case("Cumsum", [Rand((5, 7)), _i32(1)]),
+    Case("Cumsum", [Rand((6, 3, 4)), _i32(0)], {"exclusive": True}, label="exclusive"),
+    Case("Cumsum", [Rand((4, 5)), _i64(-1)], {"reverse": True}, label="reverse"),
+    Case("Cumprod", [Rand((3, 6)), _i32(1)]),
+    # TopKV2
+    Case("TopKV2", [Rand((6, 9)), _i32(3)]),
+    Case("TopKV2", [Rand((2, 4, 7)), _i32(2)], label="3-D"),
+    # ScatterNd
+    Case("ScatterNd", [_ids((6, 1), 5), Rand((6, 3)), _i32([5, 3])]),
+    Case("ScatterNd", [_ids((4, 2), 3, "int64"), Rand((4, 2)), _i64([3, 3, 2])],
+         label="2-D index"),
+    Case("ScatterNd", [_ids((3, 4, 1), 6), Rand((3, 4)), _i32([6])], label="rows of rows"),
     # UnsortedSegment*
     Case("UnsortedSegmentSum", [Rand((9, 4)), _ids((9,), 5), _i32(5)]),
     Case("UnsortedSegmentSum", [Rand((6, 5, 3)), _ids((6, 5), 4, "int64"), _i64(4)],
