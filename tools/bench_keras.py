@@ -86,8 +86,9 @@ def main(argv):
             "own magnitude); with SGD after one step it stays within the bound.  So Adam on these "
             "models cannot be told apart from rounding at a fixed bound; the layer sweep "
             "(tests/models/test_keras_catalog.py) checks all four optimizers at it.  ConvNeXt's "
-            "depthwise convolutions are grouped Conv2Ds that Keras compiles with XLA on CPU (a "
-            "call Grappler cannot inline): refused at ingestion, not partitioned.", "",
+            "depthwise convolutions are grouped Conv2Ds that Keras compiles with XLA; ingestion "
+            "inlines them and runs them as depthwise convolutions (tf_tofu/graph/grouped.py), "
+            "and the unpartitioned reference runs them under XLA.", "",
             "| model | optimizer | ops | ops left whole | bytes tofu | best baseline | busiest | "
             "memory | numerics | plan s | first call s |",
             "|---|---|---|---|---|---|---|---|---|---|---|", *rows]

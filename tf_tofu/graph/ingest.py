@@ -4,11 +4,13 @@ The pipeline (docs/design.md section 3):
 
 1. refuse control flow (``While``/``If``/``Case``, v1 ``Switch``/``Merge``/...)
    anywhere in the graph or its function library, naming the op;
-2. strip ``api_implements`` from library functions, then inline every function
-   call with Grappler's function optimizer alone (``optimizers=["function"]``,
+2. strip ``api_implements``, ``_noinline`` and ``_XlaMustCompile`` from library
+   functions and calls, then inline every function call with Grappler's
+   function optimizer alone (``optimizers=["function"]``,
    ``min_graph_nodes=-1``), keeping the fetches and control outputs;
 3. infer static shapes by importing the graph with each variable's handle
-   carrying its shape and dtype (a bare import loses them);
+   carrying its shape and dtype (a bare import loses them), and rewrite the
+   grouped convolutions that are depthwise ones (:mod:`tf_tofu.graph.grouped`);
 4. replace every ``Shape``/``ShapeN``/``Size``/``Rank`` of a fully known tensor by
    a ``Const`` (Grappler cannot see variable shapes, so it leaves the ShapeN
    feeding convolution gradients), then run Grappler's ``constfold`` and
@@ -36,6 +38,7 @@ from tensorflow.python.framework import cpp_shape_inference_pb2, tensor_util
 from tensorflow.python.grappler import tf_optimizer
 from tensorflow.python.ops import handle_data_util
 from tf_tofu.core.errors import TofuError
+from tf_tofu.graph import grouped
 
 CONTROL_FLOW_OPS = frozenset({
     "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase", "Switch",
@@ -150,13 +153,24 @@ def check_control_flow(graph_def: graph_pb2.GraphDef) -> None:
 
 
 def strip_api_implements(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
-  """A copy whose library functions have no ``api_implements`` (which blocks inlining)."""
+  """A copy whose functions and calls have none of the attributes that block inlining.
+
+  ``api_implements`` and ``_noinline`` on library functions; ``_XlaMustCompile``
+  on functions and on the call ops of the graph and of every function (Keras
+  compiles a grouped convolution with XLA on the TensorFlow backend): the
+  partitioned graph runs its ops on their devices, it is not compiled.
+  """
   out = graph_pb2.GraphDef()
   out.CopyFrom(graph_def)
+  calls = [n for n in out.node if n.op in CALL_OPS]
   for f in out.library.function:
-    for key in ("api_implements", "_noinline"):
+    for key in ("api_implements", "_noinline", "_XlaMustCompile"):
       if key in f.attr:
         del f.attr[key]
+    calls += [n for n in f.node_def if n.op in CALL_OPS]
+  for node in calls:
+    if "_XlaMustCompile" in node.attr:
+      del node.attr["_XlaMustCompile"]
   return out
 
 
@@ -333,6 +347,7 @@ def flatten(graph_def: graph_pb2.GraphDef, feeds: Sequence[str], fetches: Sequen
 
   t0 = time.perf_counter()
   shapes, _ = infer_shapes(gd, resources)
+  gd, _ = grouped.as_depthwise(gd, shapes)
   gd, folded = materialize_shapes(gd, shapes)
   gd = run_grappler(gd, keep, ["constfold", "shape"])
   timings["fold"] = time.perf_counter() - t0
