@@ -2,11 +2,13 @@
 
 A Keras Dense step at k = 2: nothing left whole, counted bytes equal to the
 plan's and to the sum of what the devices receive, numerics equal, the
-baseline priced on the same graph.  A sparsemax step: its undescribed ops
-are reported by type, and gathering their inputs on one device makes that
-device the busiest.
+baseline priced on the same graph.  A step with a band-part (an op no
+description covers): its undescribed ops are reported by type, and gathering
+their inputs on one device makes that device the busiest.
 """
 
+import numpy as np
+import tensorflow as tf
 from absl.testing import absltest
 
 from tests import cpu_devices
@@ -42,9 +44,21 @@ class CheckStepTest(absltest.TestCase):
     self.assertEqual(row.best_baseline, ("datapar", datapar.total_bytes))
 
   def test_ops_left_whole_are_reported_and_load_one_device(self):
-    _, row = _check("activation_sparsemax", 4)
-    self.assertEqual(row.whole, {"Cumsum": 2, "ScatterNd": 1, "TopKV2": 1})
-    self.assertEqual(row.whole_count, 4)
+    w = tf.Variable(np.arange(24.0).reshape(6, 4) / 10)
+
+    @tf.function(autograph=False)
+    def step(x):
+      with tf.GradientTape() as tape:
+        h = tf.matmul(x, w)
+        loss = tf.reduce_sum(tf.linalg.band_part(h, 0, -1) ** 2)  # MatrixBandPart: undescribed
+      w.assign_sub(0.01 * tape.gradient(loss, w))
+      return loss
+
+    rng = np.random.default_rng(0)
+    row = sweep.check_step("band_part", step, [(rng.normal(size=(8, 6)),),
+                                              (rng.normal(size=(8, 6)),)], 4)
+    self.assertEqual(row.whole, {"MatrixBandPart": 2})  # the op and its gradient
+    self.assertEqual(row.whole_count, 2)
     self.assertGreater(row.busiest, 1.2)
     self.assertEqual(row.mismatches, ())  # left whole, still exact
 
