@@ -1,6 +1,7 @@
 """Benchmarks the planner: search time against k, and predicted bytes per planner.
 
-    python tools/bench_search.py                 # the paper-sized models, writes docs/benchmarks.md
+    python tools/bench_search.py                 # the paper-sized models and the 256-step
+                                                 # RNNLM, writes docs/benchmarks.md
     python tools/bench_search.py --models=mlp --sizes=tiny --nowrite
 
 Prints one line per (model, k, planner) and writes two sections of
@@ -24,7 +25,8 @@ import benchdoc  # noqa: E402
 from zoo_graphs import build_graph  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24"], "Zoo keys to benchmark.")
+flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24", "rnnlm256"],
+                  "Zoo keys to benchmark.")
 flags.DEFINE_enum("sizes", "paper", ["paper", "tiny"], "Paper-sized or tiny models.")
 flags.DEFINE_list("ks", ["2", "4", "6", "8", "16", "64"], "Device counts for the timing table.")
 flags.DEFINE_list("planners", ["tofu", "datapar", "allrow", "spartan", "equalchop", "megatron"],

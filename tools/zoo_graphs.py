@@ -5,16 +5,23 @@ from __future__ import annotations
 import time
 
 GPT24 = dict(layers=24, d_model=2048, heads=16, seq=1024, vocab=50257, batch=8, tied=True)
+# A stacked LSTM language model unrolled for 256 steps (PaSE's RNNLM configuration):
+# ops with hundreds of inputs (the unstack's gradient, the logits' concat, the AddN of
+# 256 per-step weight gradients).
+RNNLM256 = dict(layers=2, hidden=2048, steps=256, batch=64, vocab=100000)
 
 
 def build_graph(key: str, sizes: str):
   import tf_tofu
   from tf_tofu import models
-  if sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"
-    family = max((f for f in models.TINY if key.startswith(f)), key=len)
+  if sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"; "rnnlm256" -> the tiny "lstm"
+    family = "lstm" if key == "rnnlm256" else max(
+        (f for f in models.TINY if key.startswith(f)), key=len)
     step = models.tiny(family, materialize=False)
   elif key == "gpt24":
     step = models.build("gpt", materialize=False, **GPT24)
+  elif key == "rnnlm256":
+    step = models.build("lstm", materialize=False, **RNNLM256)
   else:
     step = models.paper(key)
   start = time.perf_counter()
