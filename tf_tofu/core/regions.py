@@ -65,6 +65,11 @@ class Interval:
 
   def intersect(self, other: "Interval") -> "Interval":
     lo, hi = max(self.lo, other.lo), min(self.hi, other.hi)
+    if hi >= lo:  # an operand that is the result is returned as is (no new object)
+      if lo == self.lo and hi == self.hi:
+        return self
+      if lo == other.lo and hi == other.hi:
+        return other
     return Interval(lo, max(lo, hi))
 
 
@@ -103,7 +108,12 @@ class Region:
 
   def intersect(self, other: "Region") -> "Region":
     _check_rank(self, other)
-    return Region(tuple(a.intersect(b) for a, b in zip(self.intervals, other.intervals)))
+    ivs = tuple(a.intersect(b) for a, b in zip(self.intervals, other.intervals))
+    if all(x is a for x, a in zip(ivs, self.intervals)):
+      return self
+    if all(x is b for x, b in zip(ivs, other.intervals)):
+      return other
+    return Region(ivs)
 
   def hull(self, other: "Region") -> "Region":
     _check_rank(self, other)
