@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 from tf_tofu import graph as graph_lib
 from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
-from tf_tofu.core import progress
+from tf_tofu.core import collector, progress
 from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
 from tf_tofu.graph import view
 from tf_tofu.opdefs.registry import Describer
@@ -58,6 +58,7 @@ def search_options(graph: view.SearchGraph, constraints: Optional[Constraints] =
   return SearchOptions(tensor_states=tensor_states, op_strategies=op_strategies, **kwargs)
 
 
+@collector.bulk()
 def as_graph(fn_or_graph: Any, signature: Sequence[Any]):
   """A TofuGraph from a TofuGraph, a tf.function / ConcreteFunction plus signature."""
   if isinstance(fn_or_graph, graph_lib.TofuGraph):
@@ -73,6 +74,7 @@ def _view(tofu_graph, describer: Describer) -> view.SearchGraph:
     return view.from_tofu_graph(tofu_graph, describer)
 
 
+@collector.bulk()
 def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: str = "tofu",
               constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
               **options) -> Plan:
@@ -95,6 +97,7 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
   return plan_from_search(result, graph, planner, names)
 
 
+@collector.bulk()
 def plan(fn_or_graph: Any, *signature: Any, devices: devices_lib.Devices, planner: str = "tofu",
          constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
          **options) -> Plan:
@@ -123,6 +126,7 @@ class Partitioning:
   partitioned: Any    # tf_tofu.rewrite.Partitioned
 
 
+@collector.bulk()
 def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.Devices],
               planner: str = "tofu", comm: str = "plain",
               constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,

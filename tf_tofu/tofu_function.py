@@ -32,7 +32,7 @@ import tensorflow as tf
 from tf_tofu import api, graph as graph_lib
 from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
-from tf_tofu.core import progress
+from tf_tofu.core import collector, progress
 from tf_tofu.core.plan import Plan
 from tf_tofu.graph import ingest as ingest_tf, view
 from tf_tofu.opdefs.registry import Describer
@@ -83,6 +83,7 @@ class Function:
 
   # ---------------------------------------------------------------- per signature
 
+  @collector.bulk()
   def _entry(self, args: Sequence[Any]) -> _Entry:
     specs = [_spec_of(a) for a in args]
     key = tuple((tuple(s.shape.as_list()), s.dtype.name) for s in specs)
@@ -107,6 +108,7 @@ class Function:
     """The Plan for the signature of ``args`` (tensors, arrays or tf.TensorSpecs)."""
     return self._entry(args).plan
 
+  @collector.bulk()
   def memory(self, *args: Any) -> dict:
     """The per-device peak-memory estimate of the rewrite for the signature of ``args``
     (``tf_tofu.rewrite.memory.plan_memory``; made on first request: it sizes every node
@@ -132,6 +134,7 @@ class Function:
 
   # ---------------------------------------------------------------- variables
 
+  @collector.bulk()
   def _activate(self, e: _Entry) -> None:
     if self._active is e:
       return
