@@ -259,6 +259,13 @@ class FunctionApiTest(ZooCase):
       tf_tofu.function(zoo.step.fn, devices=["/GPU:7"])
     with self.assertRaisesRegex(ValueError, "split the CPU"):
       tf_tofu.function(zoo.step.fn, devices=64)
+    with self.assertRaisesRegex(tf_tofu.TofuError, "unknown search option.*'max_tabel'"):
+      tf_tofu.function(zoo.step.fn, devices=2, max_tabel=4)
+
+  def test_search_options_reach_the_plan(self):
+    zoo = self.zoo("mlp", "tf", "sgd")
+    f = tf_tofu.function(zoo.step.fn, devices=2, max_table=4)
+    self.assertFalse(f.plan(*zoo.inputs[0]).proven_optimal)
 
 
 class ScatterTest(ZooCase):

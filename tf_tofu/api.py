@@ -36,9 +36,21 @@ from tf_tofu.search.tofu import SearchOptions
 Constraints = Mapping[str, Union[str, Sequence[str]]]
 
 
+# SearchOptions fields a caller may set by keyword (the constraints come resolved).
+OPTIONS = ("max_table", "allow_rep_storage", "never_worse")
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+  """TofuError naming any keyword of ``options`` that is not a search option."""
+  unknown = sorted(set(options) - set(OPTIONS))
+  if unknown:
+    raise TofuError(f"unknown search option(s) {unknown}; the options are {list(OPTIONS)}")
+
+
 def search_options(graph: view.SearchGraph, constraints: Optional[Constraints] = None,
                    **kwargs) -> SearchOptions:
   """SearchOptions with user constraints resolved against the graph (names checked)."""
+  check_options(kwargs)
   tensor_states, op_strategies = {}, {}
   op_names = {o.name for o in graph.ops}
   for name, value in (constraints or {}).items():
@@ -86,7 +98,8 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
     planner: "tofu" or a baseline ("datapar", "allrow", "spartan", "equalchop", "megatron").
     constraints: user constraints (module docstring).
     describer: a Describer to share its cache across calls.
-    **options: further SearchOptions fields (max_table, allow_rep_storage).
+    **options: further SearchOptions fields (``OPTIONS``: max_table, allow_rep_storage,
+      never_worse).
   """
   planners.check(planner)
   names = devices_lib.resolve(devices)

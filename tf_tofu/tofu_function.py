@@ -70,8 +70,10 @@ class Function:
 
   def __init__(self, fn: Callable, devices: devices_lib.Devices, planner: str = "tofu",
                comm: str = PLAIN, constraints: Optional[api.Constraints] = None,
-               describer: Optional[Describer] = None):
+               describer: Optional[Describer] = None, **options):
     planners.check(planner)
+    api.check_options(options)
+    self.options = options
     self.fn = fn
     self.devices = devices_lib.resolve(devices, must_exist=True)
     self.planner = planner
@@ -100,7 +102,8 @@ class Function:
         raise TofuError(f"the step returns {n_out} tensors but {len(g.fetches)} were fetched "
                          "from its graph; return tensors (or nothing), not Python values")
       job = api.partition(g, devices=self.devices, planner=self.planner, comm=self.comm,
-                          constraints=self.constraints, describer=self.describer)
+                          constraints=self.constraints, describer=self.describer,
+                          **self.options)
       self._entries[key] = _Entry(g, job.view, outputs, job.plan, job.partitioned)
     return self._entries[key]
 
@@ -193,7 +196,7 @@ class Function:
 
 def function(fn: Optional[Callable] = None, *, devices: devices_lib.Devices,
              planner: str = "tofu", comm: str = PLAIN,
-             constraints: Optional[api.Constraints] = None):
+             constraints: Optional[api.Constraints] = None, **options):
   """A :class:`Function` for ``fn``; also usable as ``@tf_tofu.function(devices=8)``.
 
   Args:
@@ -204,7 +207,9 @@ def function(fn: Optional[Callable] = None, *, devices: devices_lib.Devices,
     planner: ``"tofu"`` or a baseline (``tf_tofu.PLANNERS``).
     comm: ``"plain"`` or ``"collective"`` communication.
     constraints: user constraints for the search (see ``tf_tofu.plan``).
+    **options: further search options (``tf_tofu.search.tofu.SearchOptions``
+      fields, e.g. ``never_worse=True``).
   """
   if fn is None:
-    return lambda f: Function(f, devices, planner, comm, constraints)
-  return Function(fn, devices, planner, comm, constraints)
+    return lambda f: Function(f, devices, planner, comm, constraints, **options)
+  return Function(fn, devices, planner, comm, constraints, **options)

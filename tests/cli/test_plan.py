@@ -39,6 +39,15 @@ class PlanCommandTest(CommandCase):
     self.assertEqual(other.returncode, 1)
     self.assertIn(f"8 devices given, the plan has {K}", other.stderr)
 
+  def test_never_worse_reports_who_found_the_plan(self):
+    plan_path = self.out("nw.json")
+    text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                        f"--devices={K}", "--never_worse", f"--plan_out={plan_path}"))
+    from tf_tofu.core.plan import Plan
+    plan = Plan.from_json(open(plan_path).read())
+    self.assertIn(f"found by: {plan.found_by}", text)
+    self.assertIn(plan.found_by, ("tofu", "allrow", "spartan", "equalchop", "megatron"))
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -1,20 +1,22 @@
 """Tests for tf_tofu.search.planners: every planner on the zoo, Tofu against the baselines."""
 
 import functools
+import os
 
 from absl.testing import absltest, parameterized
 
 import tf_tofu
 from tf_tofu import models
 from tf_tofu.opdefs.registry import Describer
+from tf_tofu.search import planners
 from tf_tofu.search.planners import PLANNERS
 
 ZOO = ("mlp", "wresnet", "lstm", "gpt")
 
 
 @functools.lru_cache(maxsize=None)
-def traced(key, optimizer="sgd"):
-  step = models.tiny(key, optimizer=optimizer)
+def traced(key, optimizer="sgd", flavor="tf"):
+  step = models.tiny(key, flavor=flavor, optimizer=optimizer)
   with step.context():
     return tf_tofu.trace(step.fn, *step.input_signature)
 
@@ -69,6 +71,72 @@ class ZooPlannersTest(parameterized.TestCase):
     self.assertFalse(narrow.proven_optimal)
     self.assertIn("not proven optimal", narrow.report())
     self.assertGreaterEqual(narrow.total_bytes, 0)
+
+
+  def test_unknown_search_option_is_named(self):
+    with self.assertRaisesRegex(tf_tofu.TofuError, "never_wrose.*never_worse"):
+      tf_tofu.plan(traced("mlp"), devices=2, never_wrose=True)
+
+
+# Where a cut-only baseline beats Tofu's recursion (python tools/bench_baselines.py).
+BASELINE_WINS = (("gpt", "keras", 8), ("gpt_untied", "tf", 6), ("gpt_untied", "keras", 2),
+                 ("gpt_untied", "keras", 4), ("lstm", "tf", 8), ("lstm", "keras", 8),
+                 ("wresnet", "tf", 4), ("wresnet", "tf", 6), ("wresnet", "keras", 8))
+FULL = os.environ.get("TF_TOFU_FULL_MATRIX") == "1"
+
+
+def _never_worse_cases():
+  """Every tiny model and flavour at k = 2..8 with TF_TOFU_FULL_MATRIX=1; otherwise the
+  cases of BASELINE_WINS and one more k per model and flavour, rotating."""
+  pairs = [(key, flavor) for key in sorted(models.TINY) for flavor in models.FLAVORS]
+  if FULL:
+    return [(key, flavor, k) for key, flavor in pairs for k in range(2, 9)]
+  return list(BASELINE_WINS) + [(key, flavor, 2 + 3 * i % 7) for i, (key, flavor)
+                                in enumerate(pairs) if (key, flavor, 2 + 3 * i % 7)
+                                not in BASELINE_WINS]
+
+
+class NeverWorseTest(parameterized.TestCase):
+  """``never_worse=True``: Tofu's plan against every baseline, each planned on its own."""
+
+  @parameterized.parameters(*_never_worse_cases())
+  def test_no_cut_only_baseline_moves_fewer_bytes(self, key, flavor, k):
+    graph = traced(key, "adam", flavor)
+    describer = Describer()
+    tofu = tf_tofu.plan(graph, devices=k, describer=describer, never_worse=True)
+    recursion = tf_tofu.plan(graph, devices=k, describer=describer)
+    rivals = {p: tf_tofu.plan(graph, devices=k, planner=p, describer=describer).total_bytes
+              for p in planners.CUT_ONLY}
+    self.assertEqual(tofu.total_bytes, min([recursion.total_bytes, *rivals.values()]), rivals)
+    self.assertEqual(tofu.proven_optimal, recursion.proven_optimal)
+    if tofu.total_bytes < recursion.total_bytes:
+      self.assertEqual(tofu.total_bytes, rivals[tofu.found_by])
+      self.assertIn(f"the plan is {tofu.found_by}'s", tofu.report())
+    else:
+      self.assertEqual(tofu.found_by, "tofu")
+      self.assertEqual(tofu.to_json(), recursion.to_json())
+    self.assertEqual(recursion.total_bytes > min(rivals.values()),
+                     (key, flavor, k) in BASELINE_WINS)
+
+  def test_with_replicated_storage_datapar_is_a_rival_too(self):
+    graph = traced("mlp", "adam")
+    describer = Describer()
+    for k in (2, 4):
+      tofu = tf_tofu.plan(graph, devices=k, describer=describer, never_worse=True,
+                          allow_rep_storage=True)
+      datapar = tf_tofu.plan(graph, devices=k, planner="datapar", describer=describer)
+      self.assertLessEqual(tofu.total_bytes, datapar.total_bytes)
+    self.assertEqual(planners.rivals(planners.SearchOptions(allow_rep_storage=True)),
+                     planners.CUT_ONLY + ("datapar",))
+    self.assertNotIn("datapar", planners.rivals(planners.SearchOptions()))
+
+  def test_a_baseline_found_plan_round_trips_and_applies(self):
+    graph = traced("gpt_untied", "adam", "keras")  # megatron beats the recursion at k = 2
+    plan = tf_tofu.plan(graph, devices=2, never_worse=True)
+    self.assertEqual(plan.found_by, "megatron")
+    again = tf_tofu.Plan.from_json(plan.to_json())
+    self.assertEqual(again.found_by, "megatron")
+    self.assertEqual(again.to_json(), plan.to_json())
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_list("devices", ["8"], "A device count, or device names (/GPU:0,/GPU:1).")
 flags.DEFINE_string("planner", "tofu", "tofu, or a baseline: datapar, allrow, spartan, "
                     "equalchop, megatron.")
+flags.DEFINE_bool("never_worse", False, "Also run the cut-only baselines and keep the plan that "
+                  "moves the fewest bytes (about 5x the search time).")
 flags.DEFINE_string("plan_out", None, "Write the Plan JSON here.")
 flags.DEFINE_string("dot", None, "Write the coarsened graph (Graphviz) here; SVG/PNG too when "
                     "the dot program is installed.")
@@ -65,7 +67,7 @@ def make_plan(graph, describer):
   from tf_tofu.graph import view
   graph_view = view.from_tofu_graph(graph, describer)
   return graph_view, api.plan_view(graph_view, devices_flag(), planner_flag(),
-                                   describer=describer)
+                                   describer=describer, never_worse=FLAGS.never_worse)
 
 
 def write_outputs(paths: dict[str, str], sgraph, plan, describer) -> None:

@@ -95,7 +95,7 @@ def main(argv) -> int:
     devices = (plan_command.devices_flag()
                if plan_json is None or FLAGS["devices"].present else None)
     job = api.partition(graph, devices=devices, planner=planner, comm=FLAGS.comm,
-                        describer=describer, plan_json=plan_json)
+                        describer=describer, plan_json=plan_json, never_worse=FLAGS.never_worse)
     sgraph, plan, p = job.view, job.plan, job.partitioned
     print(plan.report(memory=memory.plan_memory(graph, p)))
     gd = shapes.with_output_shapes(p.graph_def)

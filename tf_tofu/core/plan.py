@@ -9,7 +9,10 @@ holds, for ``k = n_1 * ... * n_L`` devices:
 * the predicted bytes per step: in total, per level, per op group and per
   conversion (exactly what the rewrite sends, ``search.evaluate``);
 * the per-level choices with the runner-up's cost, whether each level's DP was
-  exact (``proven_optimal``), and notes (ops left whole and why).
+  exact (``proven_optimal``), and notes (ops left whole and why);
+* ``found_by``: the planner whose search produced the layouts (for ``tofu``,
+  its recursion or, when one moves fewer bytes, a baseline's:
+  ``search.planners``, "never worse than a baseline").
 
 It round-trips through JSON: a plan saved, edited and loaded applies the same.
 """
@@ -76,6 +79,7 @@ class Plan:
   notes: tuple[str, ...]
   graph_signature: str
   search_seconds: float = 0.0   # in the report, not in the JSON (same input, same file)
+  found_by: str = ""            # "" = the planner itself
 
   def __repr__(self) -> str:
     return (f"Plan({self.planner}, {self.k} devices, {self.total_bytes} B/step, "
@@ -100,6 +104,7 @@ class Plan:
         "objective": self.objective,
         "proven_optimal": self.proven_optimal,
         "notes": list(self.notes),
+        "found_by": self.found_by or self.planner,
         "layouts": {t: [str(s) for s in v] for t, v in sorted(self.layouts.items())},
         "strategies": {o: list(v) for o, v in sorted(self.strategies.items())},
         "op_bytes": dict(sorted(self.op_bytes.items())),
@@ -135,7 +140,8 @@ class Plan:
                  choices={k: tuple(v) for k, v in d["choices"].items()},
                  op_groups={k: tuple(v) for k, v in d["op_groups"].items()},
                  objective=float(d["objective"]), proven_optimal=bool(d["proven_optimal"]),
-                 notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]))
+                 notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]),
+                 found_by=str(d.get("found_by", d["planner"])))
     except (KeyError, TypeError, ValueError) as e:
       if isinstance(e, PlanError):
         raise
@@ -170,6 +176,7 @@ class Plan:
         f"  search objective (sum over levels of groups x one-cut cost): {human_bytes(self.objective)}",
         f"  proven optimal per level: {'yes' if self.proven_optimal else 'no (fallback or heuristic planner)'}"
         f"; search time {self.search_seconds:.2f} s",
+        f"  found by: {self.found_by or self.planner}",
     ]
     if memory:
       lines.append(f"  peak memory per device (estimate): worst {human_bytes(memory['worst'])}, "
@@ -238,15 +245,11 @@ def plan_from_search(result, graph, planner: str, devices: Sequence[str]) -> Pla
          "next_best": lvl.choices[name].next_best, "next_best_cost": lvl.choices[name].next_best_cost}
         for lvl in result.levels)
   notes = [f"op {op.name!r} ({op.op_type}) is left whole on device 0: {op.reason}"
-           for op in graph.ops if op.kind == "single"]
-  for i, lvl in enumerate(result.levels):
-    if lvl.fixed_groups:
-      notes.append(f"level {i + 1}: too wide for exact DP (limit reached); {lvl.fixed_groups} "
-                   "tensor groups were fixed by coordinate descent, so it is not proven optimal")
+           for op in graph.ops if op.kind == "single"] + list(result.notes)
   return Plan(planner=planner, devices=tuple(devices), factors=tuple(result.factors),
               layouts=dict(result.layouts), strategies=dict(result.strategies),
               **priced_fields(result.evaluation), choices=choices, op_groups={g: tuple(m) for g, m in groups.items()},
               objective=float(result.objective),
               proven_optimal=bool(result.proven_optimal and planner == "tofu"),
               notes=tuple(notes), graph_signature=graph_signature(graph),
-              search_seconds=result.seconds)
+              search_seconds=result.seconds, found_by=result.found_by or planner)

@@ -6,12 +6,33 @@ Every planner is a level solver for :func:`recursive.search`: Tofu's exact
 one-cut DP (``tofu.level_solver``) or a baseline of ``baselines``; so all of
 them get the same coarsening, recursion over the factor orders of k, exact
 pricing (``evaluate``) and reporting.
+
+**Never worse than a baseline.**  Each level of Tofu's recursion is solved
+exactly, but the levels one after the other, so a baseline that cuts the
+first level differently can move fewer bytes in total.  With
+``options.never_worse`` (``never_worse=True`` in ``tf_tofu.plan``,
+``tf_tofu.function`` and ``tofu plan/rewrite --never_worse``; off by default,
+as it runs the four baselines' searches too) ``run("tofu", ...)`` also runs every
+baseline of :func:`rivals` on the same groups and returns the plan with the
+fewest exactly evaluated bytes (Tofu's on a tie), its ``found_by`` naming the
+planner that found it.  The guarantee, in the space the options allow:
+
+* cut-only storage (Tofu's, the default): Tofu's bytes <= those of every
+  baseline that stores cut-only too (allrow, spartan, equalchop, megatron);
+  datapar stores the variables replicated, outside that space;
+* ``allow_rep_storage``: Tofu's bytes <= every baseline's, datapar included.
+
+``proven_optimal`` keeps its meaning: every level of Tofu's recursion was
+solved exactly (optimal per level, cut-only storage unless replication is
+allowed); the plan returned moves no more bytes than that recursion's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Mapping, Optional
 
+from tf_tofu.core import progress
 from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.opdefs.registry import Describer
@@ -35,10 +56,42 @@ def check(planner: str) -> str:
   return planner
 
 
+# The baselines that store cut-only, like Tofu by default.
+CUT_ONLY = ("allrow", "spartan", "equalchop", "megatron")
+
+
+def rivals(options: SearchOptions) -> tuple[str, ...]:
+  """The baselines Tofu's plan must not lose to under ``options`` (module docstring)."""
+  return CUT_ONLY + (("datapar",) if options.allow_rep_storage else ())
+
+
+def _search(planner: str, graph: SearchGraph, groups, k: int, describer: Describer,
+            options: SearchOptions) -> recursive.SearchResult:
+  result = recursive.search(graph, groups, k, describer, PLANNERS[planner](describer, options))
+  return dataclasses.replace(result, found_by=planner)
+
+
 def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
         options: Optional[SearchOptions] = None) -> recursive.SearchResult:
-  """Runs ``planner`` over every factor order of k; the cheapest order's result."""
+  """Runs ``planner`` over every factor order of k; the cheapest order's result (for
+  ``"tofu"`` with ``options.never_worse``, the cheapest of it and its rivals')."""
   check(planner)
   options = options or SearchOptions()
   groups = coarsen.tensor_groups(graph, describer)
-  return recursive.search(graph, groups, k, describer, PLANNERS[planner](describer, options))
+  result = _search(planner, graph, groups, k, describer, options)
+  if planner != "tofu" or not options.never_worse or k == 1:
+    return result
+  best, seconds = result, result.seconds
+  for rival in rivals(options):
+    progress.update(f"never-worse pass: {rival}'s plan")
+    other = _search(rival, graph, groups, k, describer, options)
+    seconds += other.seconds
+    if other.evaluation.total_bytes < best.evaluation.total_bytes:
+      best = other
+  if best is result:
+    return dataclasses.replace(result, seconds=seconds)
+  notes = result.notes + (
+      f"never-worse pass: {best.found_by}'s plan moves {best.evaluation.total_bytes:,} B, "
+      f"Tofu's recursion {result.evaluation.total_bytes:,} B; the plan is {best.found_by}'s",)
+  return dataclasses.replace(best, proven_optimal=result.proven_optimal, seconds=seconds,
+                             notes=notes)

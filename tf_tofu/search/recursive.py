@@ -62,6 +62,8 @@ class SearchResult:
   proven_optimal: bool            # every level's DP was exact
   orders_tried: tuple[tuple[int, ...], ...]
   seconds: float
+  found_by: str = ""              # the planner whose search produced this plan
+  notes: tuple[str, ...] = ()
 
 
 # A level solver: (graph, groups, contexts, shapes, n, level index) -> LevelResult.
@@ -100,6 +102,13 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
   return results, {t: tuple(v) for t, v in layouts.items()}, {o: tuple(v) for o, v in strategies.items()}
 
 
+def level_notes(levels: Sequence[onecut.LevelResult]) -> tuple[str, ...]:
+  """What the plan report says of levels whose DP was not exact."""
+  return tuple(f"level {i + 1}: too wide for exact DP (limit reached); {lvl.fixed_groups} tensor "
+               "groups were fixed by coordinate descent, so it is not proven optimal"
+               for i, lvl in enumerate(levels) if lvl.fixed_groups)
+
+
 def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: LevelSolver,
            orders: Optional[Sequence[tuple[int, ...]]] = None) -> SearchResult:
   """Tries every order of k's prime factors with ``solve`` per level; keeps the cheapest."""
@@ -117,7 +126,8 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: Leve
       objective += groups_at * r.objective
       groups_at *= n
     cand = SearchResult(tuple(order), layouts, strategies, tuple(results), ev, objective,
-                        all(r.proven_optimal for r in results), tuple(orders), 0.0)
+                        all(r.proven_optimal for r in results), tuple(orders), 0.0,
+                        notes=level_notes(results))
     progress.update(f"factor order {order}: {ev.total_bytes:,} bytes per step")
     if best is None or ev.total_bytes < best.evaluation.total_bytes:
       best = cand
