@@ -11,7 +11,7 @@ stays ``{"loss": ...}``; default: named after the tensors).  The shards are
 ``<variable>/tofu_shard_<device>``.  Inside the signature each feed is
 sliced into the per-device boxes on its device, the partitioned graph runs
 (its updates write the shards), and each fetch is concatenated from its
-shards (``assemble.guillotine``) on the device of its first shard.
+shards (``layout.guillotine``) on the device of its first shard.
 
 The shards' devices are recorded (``SAVE_VARIABLE_DEVICES``).  TensorFlow
 puts them back only when asked: load with :data:`LOAD_OPTIONS`, with soft
@@ -29,7 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from tf_tofu.core.errors import TofuError
-from tf_tofu.rewrite import assemble, execute
+from tf_tofu.layout import guillotine
+from tf_tofu.rewrite import execute
 from tf_tofu.rewrite.partition import Partitioned
 
 _DEVICES = tf.saved_model.experimental.VariablePolicy.SAVE_VARIABLE_DEVICES
@@ -50,13 +51,13 @@ def _assembled(p: Partitioned, t: str, shards: Sequence[tf.Tensor]) -> tf.Tensor
   if len(parts) == 1:
     return shards[0]
   from tf_tofu.core.regions import Region
-  tree = assemble.guillotine(Region.whole(p.shapes[t]), [s.box for s in parts])
+  tree = guillotine.tree(Region.whole(p.shapes[t]), [s.box for s in parts])
 
   def emit(node):
     if isinstance(node, int):
       return shards[node]
     dim, subs = node
-    return tf.concat([emit(n) for n in subs], axis=dim)
+    return tf.concat([emit(n) for _, n in subs], axis=dim)
 
   with tf.device(p.devices[parts[0].device]):
     return emit(tree)

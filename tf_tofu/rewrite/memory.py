@@ -1,26 +1,15 @@
-"""Static per-device peak memory: liveness over each device's schedule.
+"""Static per-device peak memory of a partitioned GraphDef: liveness over each device's schedule.
 
-A graph runs as a *schedule*: its nodes in one topological order (the
-partitioned graph's own node order, which its per-device control chain
-enforces; the original graph's op order), each on one device.  On device
-``d`` at step ``s`` the live bytes are
-
-    live_d(s) = persistent_d + sum of the buffers on d allocated at or before s
-                               and read (on d) at or after s
-
-and ``peak_d = max_s live_d(s)``, where
-
-* *persistent*: variables (or their shards: a resource placeholder's
-  ``_handle_shapes``) and constants, for the whole run;
-* a node's outputs are allocated on its device when it runs and freed after
-  their last reader on that device runs (at once if none reads them there);
-* a tensor read on another device is a *received buffer*, counted on the
-  receiver from the producer's step (the send starts then) to its last
-  reader on the receiver;
-* aliasing ops (``Identity``, ``ReadVariableOp``, ``Reshape``, ``Squeeze``,
-  ``ExpandDims``, ``Snapshot``, ``EnsureShape``) allocate nothing on their own device: their
-  output is their input's buffer, which stays live as long as either is
-  read (a read of a variable is the variable's buffer, already persistent).
+The liveness rules (persistent variables and constants, buffers from their
+producer's step to their last reader on the device, received buffers on the
+receiver from the send, aliasing ops allocating nothing) and their core
+(:class:`Step`, :class:`MemoryEstimate`, :func:`peak_memory`,
+:func:`tofu_graph_peak`) live in :mod:`tf_tofu.layout.liveness` and are
+re-exported here; :mod:`tf_tofu.layout.memory` applies them to a plan before
+any rewrite.  This
+module applies them to a GraphDef: its nodes in node order (the partitioned
+graph's own order, which its per-device control chain enforces; the original
+graph's op order), each buffer sized by TensorFlow's static shape inference.
 
 The *ideal* per-device footprint of a partition across k devices is the
 single-device peak over k; ``MemoryEstimate.ratio`` is the worst device
@@ -29,98 +18,13 @@ against it.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Mapping, Sequence
-
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+from tf_tofu.layout.liveness import (ALIAS_OPS, PERSISTENT_OPS, MemoryEstimate, Step, peak_memory,
+                                     tofu_graph_peak)
 from tf_tofu.ops import shapes as shapes_lib
-
-ALIAS_OPS = frozenset({"Identity", "ReadVariableOp", "Reshape", "Squeeze", "ExpandDims",
-                       "Snapshot", "StopGradient", "EnsureShape"})
-PERSISTENT_OPS = frozenset({"Const", "VarHandleOp"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-  """One node of a schedule: its device, the tensors it reads, the bytes of its outputs."""
-
-  name: str
-  device: str
-  op_type: str
-  inputs: tuple[str, ...]           # tensor names "node:i"
-  output_bytes: tuple[int, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryEstimate:
-  """Peak bytes per device of a schedule, and the persistent part of each."""
-
-  peak: dict[str, int]
-  persistent: dict[str, int]
-
-  @property
-  def worst(self) -> int:
-    return max(self.peak.values()) if self.peak else 0
-
-  def ratio_to(self, single_device_peak: int) -> float:
-    """Worst device against the ideal ``single_device_peak / k``."""
-    ideal = single_device_peak / max(len(self.peak), 1)
-    return self.worst / ideal if ideal else 0.0
-
-  def summary(self, single_device_peak: int) -> dict:
-    """The Plan's ``memory`` entry: worst, ideal, ratio, per device."""
-    k = max(len(self.peak), 1)
-    return {"worst": int(self.worst), "ideal": int(single_device_peak // k),
-            "single_device": int(single_device_peak),
-            "ratio": round(self.ratio_to(single_device_peak), 4),
-            "per_device": {d: int(b) for d, b in sorted(self.peak.items())},
-            "persistent": {d: int(b) for d, b in sorted(self.persistent.items())}}
-
-
-def peak_memory(schedule: Sequence[Step], persistent: Mapping[str, int]) -> MemoryEstimate:
-  """Liveness over ``schedule`` (module docstring); ``persistent`` bytes per device."""
-  device_of = {s.name: s.device for s in schedule}
-  step_of = {s.name: i for i, s in enumerate(schedule)}
-  nbytes_of: dict[str, int] = {}
-  # The buffer a tensor uses on a device: (tensor that owns it, device).
-  buffer_of: dict[tuple[str, str], tuple[str, str]] = {}
-  size: dict[tuple[str, str], int] = {}
-  born: dict[tuple[str, str], int] = {}
-  last: dict[tuple[str, str], int] = {}
-  for i, s in enumerate(schedule):
-    for t in s.inputs:
-      src = t.split(":")[0]
-      if src not in device_of:
-        continue
-      key = (t, s.device)
-      if key not in buffer_of:  # read on another device: a received buffer
-        buffer_of[key] = key
-        size[key], born[key] = nbytes_of.get(t, 0), step_of[src]
-      last[buffer_of[key]] = i
-    for o, nbytes in enumerate(s.output_bytes):
-      t = f"{s.name}:{o}"
-      key = (t, s.device)
-      nbytes_of[t] = nbytes
-      if s.op_type in ALIAS_OPS and s.inputs and (s.inputs[0], s.device) in buffer_of:
-        buffer_of[key] = buffer_of[(s.inputs[0], s.device)]
-      else:
-        buffer_of[key] = key
-        # A read of a variable is the variable's buffer; constants are persistent.
-        own = s.op_type not in PERSISTENT_OPS and s.op_type != "ReadVariableOp"
-        size[key], born[key] = (nbytes if own else 0), i
-      last[buffer_of[key]] = max(last.get(buffer_of[key], i), i)
-  devices = sorted(set(device_of.values()) | set(persistent))
-  delta = {d: np.zeros(len(schedule) + 1, np.int64) for d in devices}
-  for key, b in size.items():
-    if b:
-      delta[key[1]][born[key]] += b
-      delta[key[1]][last.get(key, born[key]) + 1] -= b
-  peak = {d: int(persistent.get(d, 0) + max(0, int(np.cumsum(delta[d]).max(initial=0))))
-          for d in devices}
-  return MemoryEstimate(peak=peak, persistent={d: int(persistent.get(d, 0)) for d in devices})
 
 
 def graph_def_schedule(graph_def: graph_pb2.GraphDef, shapes=None,
@@ -160,19 +64,6 @@ def graph_peak(graph_def: graph_pb2.GraphDef, shapes=None,
   return peak_memory(schedule, persistent)
 
 
-def tofu_graph_peak(graph) -> int:
-  """Single-device peak of an ingested training step (a :class:`tf_tofu.TofuGraph`): its
-  ops in their topological order, every tensor sized from the graph's static shapes."""
-  schedule = []
-  persistent = sum(v.nbytes for v in graph.variables)
-  for op in graph.ops.values():
-    outs = tuple(graph.tensors[t].nbytes for t in op.outputs)
-    if op.op_type in PERSISTENT_OPS:
-      persistent += sum(outs)
-    schedule.append(Step(op.name, "single", op.op_type, tuple(op.inputs), outs))
-  return peak_memory(schedule, {"single": persistent}).worst
-
-
 def partitioned_peak(partitioned, shapes=None) -> MemoryEstimate:
   """Peak per device of a :class:`tf_tofu.rewrite.Partitioned` graph, feeds included
   (the host puts each device's feed slice there before the step)."""
@@ -184,5 +75,5 @@ def plan_memory(graph, partitioned, shapes=None) -> dict:
   return partitioned_peak(partitioned, shapes).summary(tofu_graph_peak(graph))
 
 
-__all__ = ["MemoryEstimate", "Step", "graph_peak", "partitioned_peak", "peak_memory",
-           "plan_memory", "tofu_graph_peak"]
+__all__ = ["ALIAS_OPS", "PERSISTENT_OPS", "MemoryEstimate", "Step", "graph_def_schedule",
+           "graph_peak", "partitioned_peak", "peak_memory", "plan_memory", "tofu_graph_peak"]

@@ -1,0 +1,69 @@
+"""A box from sub-boxes that partition it: the guillotine tree of concatenations.
+
+Given a target box ``T`` and parts that partition it (what a device holds
+of a tensor and the pieces it receives), find the lowest dim along which
+``T`` can be cut into slabs so that no part straddles a cut, at every such
+cut of that dim; build every slab the same way and concatenate the slabs
+along that dim.  Parts that come from layouts and tiles (recursive block
+cuts, and their intersections with any box) always admit such a cut;
+anything else is refused with the boxes in the message.
+
+The rewrite emits one ``ConcatV2`` per inner node (``rewrite.assemble``);
+the memory model sizes one buffer per inner node (``layout.memory``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+from tf_tofu.core.regions import Interval, Region
+
+# A leaf is the index of a part; a node is (dim, ((slab, subtree), ...)): the slabs
+# along ``dim``, in order, each with the tree that builds it.
+Tree = Union[int, tuple[int, tuple[tuple[Region, "Tree"], ...]]]
+
+
+def check_partition(target: Region, boxes: Sequence[Region]) -> None:
+  """ValueError unless ``boxes`` lie inside ``target`` and their volumes add up to it."""
+  for b in boxes:
+    if b.intersect(target) != b:
+      raise ValueError(f"part {b} is not inside the box {target} it should assemble")
+  if sum(b.volume for b in boxes) != target.volume:
+    raise ValueError(f"parts {list(boxes)} do not partition {target}: "
+                     f"{sum(b.volume for b in boxes)} of {target.volume} elements")
+
+
+def tree(target: Region, boxes: Sequence[Region]) -> Tree:
+  """The concat tree that builds ``target`` from ``boxes`` (which partition it, volume > 0)."""
+  check_partition(target, boxes)
+  return _tree(target, list(range(len(boxes))), boxes)
+
+
+def _tree(target: Region, idx: list[int], boxes: Sequence[Region]) -> Tree:
+  if len(idx) == 1:
+    if boxes[idx[0]] != target:  # volumes match and it lies inside, so this cannot happen
+      raise ValueError(f"part {boxes[idx[0]]} should be the whole box {target}")
+    return idx[0]
+  for dim in range(target.rank):
+    lo, hi = target.intervals[dim].lo, target.intervals[dim].hi
+    cuts = sorted({boxes[i].intervals[dim].lo for i in idx} |
+                  {boxes[i].intervals[dim].hi for i in idx})
+    valid = [c for c in cuts if lo < c < hi and
+             not any(boxes[i].intervals[dim].lo < c < boxes[i].intervals[dim].hi for i in idx)]
+    if not valid:
+      continue
+    edges = [lo] + valid + [hi]
+    subs = []
+    for a, z in zip(edges, edges[1:]):
+      ivs = list(target.intervals)
+      ivs[dim] = Interval(a, z)
+      slab = Region(tuple(ivs))
+      members = [i for i in idx
+                 if a <= boxes[i].intervals[dim].lo and boxes[i].intervals[dim].hi <= z]
+      subs.append((slab, _tree(slab, members, boxes)))
+    return (dim, tuple(subs))
+  raise ValueError(f"the parts {[boxes[i] for i in idx]} of {target} admit no guillotine cut; "
+                   "they cannot be assembled by concatenation")
+
+
+__all__ = ["Tree", "check_partition", "tree"]
