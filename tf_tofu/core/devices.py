@@ -33,7 +33,7 @@ def split_cpu(k: int) -> None:
     pass
 
 
-def _identity(name: str) -> tuple:
+def identity(name: str) -> tuple:
   """What makes two spellings the same device: a name without job, replica and task is
   local (``/CPU:0`` is ``/job:localhost/replica:0/task:0/device:CPU:0``)."""
   spec = tf.DeviceSpec.from_string(name)
@@ -74,7 +74,7 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
   names = tuple(canonical(d) for d in devices)
   seen = {}
   for raw, name in zip(devices, names):
-    key = _identity(name)
+    key = identity(name)
     if key in seen:
       raise TofuError(f"device {raw!r} is listed twice (also as {seen[key]!r}); each device "
                        "may appear once")
