@@ -36,6 +36,19 @@ class CompositionTest(absltest.TestCase):
     self.assertEqual(again.partitioned.graph_def.SerializeToString(deterministic=True),
                      first.partitioned.graph_def.SerializeToString(deterministic=True))
 
+  def test_plan_reports_memory_equal_to_the_rewrites_liveness(self):
+    from tf_tofu.rewrite import memory as rewrite_memory
+    plan = tf_tofu.plan(self.graph, devices=4)
+    self.assertEqual(set(plan.memory["per_device"]), set(plan.devices))
+    self.assertEqual(plan.memory["worst"], max(plan.memory["per_device"].values()))
+    job = tf_tofu.partition(self.graph, devices=4)
+    self.assertIsNone(job.plan.memory)  # the rewrite has its own estimate
+    self.assertEqual(plan.memory["per_device"],
+                     rewrite_memory.partitioned_peak(job.partitioned).peak)
+    self.assertIn("peak memory per device (estimate)", plan.report())
+    self.assertEqual(tf_tofu.Plan.from_json(plan.to_json()).memory, plan.memory)
+    self.assertIsNone(tf_tofu.plan(self.graph, devices=4, memory=False).memory)
+
   def test_unknown_planner_and_constraint(self):
     with self.assertRaisesRegex(ValueError, "unknown planner 'magic'"):
       tf_tofu.plan(self.graph, devices=2, planner="magic")

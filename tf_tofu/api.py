@@ -27,6 +27,7 @@ from tf_tofu.core import devices as devices_lib
 from tf_tofu.core import collector, progress
 from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
 from tf_tofu.graph import view
+from tf_tofu.layout import memory as memory_model
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.core.states import Cut, state_from_str
 from tf_tofu.rewrite import partition_graph_def
@@ -89,7 +90,7 @@ def _view(tofu_graph, describer: Describer) -> view.SearchGraph:
 @collector.bulk()
 def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: str = "tofu",
               constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
-              **options) -> Plan:
+              memory: bool = True, **options) -> Plan:
   """Searches a Plan for a graph view (the search step of the pipeline).
 
   Args:
@@ -98,6 +99,8 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
     planner: "tofu" or a baseline ("datapar", "allrow", "spartan", "equalchop", "megatron").
     constraints: user constraints (module docstring).
     describer: a Describer to share its cache across calls.
+    memory: fill the Plan's per-device peak-memory estimate
+      (``tf_tofu.layout.memory.plan_memory``, seconds on large graphs).
     **options: further SearchOptions fields (``OPTIONS``: max_table, allow_rep_storage,
       never_worse).
   """
@@ -107,7 +110,12 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
   with progress.phase(f"planning {len(graph.ops):,} ops over {len(names)} devices ({planner})"):
     result = planners.run(planner, graph, len(names), describer,
                           search_options(graph, constraints, **options))
-  return plan_from_search(result, graph, planner, names)
+  the_plan = plan_from_search(result, graph, planner, names)
+  if not memory:
+    return the_plan
+  with progress.phase("estimating the memory per device"):
+    return dataclasses.replace(the_plan, memory=memory_model.plan_memory(graph, the_plan,
+                                                                         describer))
 
 
 @collector.bulk()
@@ -160,7 +168,8 @@ def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.D
   if plan_json is not None:
     the_plan = load_plan(plan_json, graph, describer, devices=devices)
   else:
-    the_plan = plan_view(graph, devices, planner, constraints, describer, **options)
+    the_plan = plan_view(graph, devices, planner, constraints, describer, memory=False,
+                         **options)
   with progress.phase(f"rewriting for {len(the_plan.devices)} devices"):
     p = partition_graph_def(graph, the_plan, describer, comm=comm,
                             fetches=list(tofu_graph.fetches))

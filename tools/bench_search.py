@@ -6,9 +6,11 @@
 
 Prints one line per (model, k, planner) and writes two sections of
 docs/benchmarks.md: search time at k = 2, 4, 6, 8, 16, 64 for the tofu planner
-(target: under 10 s at k = 8 on the large models), and bytes per step at
-k = 8 for tofu against every baseline, with the ratio.  Models are built
-without materialising any weight.
+(target: under 5 s at k = 8 on the large models), the time of the plan's
+memory estimate that ``tf_tofu.plan`` adds (``tf_tofu.layout.memory``;
+target: under 5 s at k = 8) with the worst device against the ideal, and
+bytes per step at k = 8 for tofu against every baseline, with the ratio.
+Models are built without materialising any weight.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def human_bytes(b: float) -> str:
 
 def main(argv):
   del argv
-  import tf_tofu
+  from tf_tofu import api
+  from tf_tofu.graph import view
+  from tf_tofu.layout import memory as memory_model
   from tf_tofu.opdefs.registry import Describer
   time_rows, byte_rows = [], []
   for key in FLAGS.models:
@@ -49,26 +53,35 @@ def main(argv):
     n_ops = len(graph.ops)
     print(f"{key}: {step.name}: {n_ops} ops, ingested in {ingest_s:.1f} s", flush=True)
     describer = Describer()
+    sgraph = view.from_tofu_graph(graph, describer)
     for k in [int(x) for x in FLAGS.ks]:
       start = time.perf_counter()
-      plan = tf_tofu.plan(graph, devices=k, describer=describer)
+      plan = api.plan_view(sgraph, k, describer=describer, memory=False)
       secs = time.perf_counter() - start
+      start = time.perf_counter()
+      mem = memory_model.plan_memory(sgraph, plan, describer)
+      mem_secs = time.perf_counter() - start
       print(f"  k={k:<3} tofu: {secs:6.2f} s  {human_bytes(plan.total_bytes)}  "
-            f"proven optimal per level: {plan.proven_optimal}", flush=True)
-      time_rows.append((key, n_ops, k, secs, plan.total_bytes, plan.proven_optimal))
+            f"proven optimal per level: {plan.proven_optimal}; memory {mem_secs:.2f} s, worst "
+            f"{human_bytes(mem['worst'])} = {mem['ratio']:.3f}x the ideal", flush=True)
+      time_rows.append((key, n_ops, k, secs, plan.total_bytes, plan.proven_optimal, mem_secs,
+                        mem))
     results = {}
     for planner in FLAGS.planners:
       start = time.perf_counter()
-      plan = tf_tofu.plan(graph, devices=FLAGS.bytes_k, planner=planner, describer=describer)
+      plan = api.plan_view(sgraph, FLAGS.bytes_k, planner, describer=describer, memory=False)
       results[planner] = plan.total_bytes
       print(f"  k={FLAGS.bytes_k} {planner:<10} {human_bytes(plan.total_bytes):>12} "
             f"({time.perf_counter() - start:.1f} s)", flush=True)
     byte_rows.append((key, results))
   if FLAGS.write:
-    lines = ["| model | ops | k | search s | predicted bytes/step | proven optimal per level |",
-             "|---|---|---|---|---|---|"]
-    for key, n_ops, k, secs, b, proven in time_rows:
-      lines.append(f"| {key} | {n_ops} | {k} | {secs:.2f} | {human_bytes(b)} | {'yes' if proven else 'no'} |")
+    lines = ["| model | ops | k | search s | predicted bytes/step | proven optimal per level | "
+             "memory estimate s | worst device | worst / ideal |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, n_ops, k, secs, b, proven, mem_secs, mem in time_rows:
+      lines.append(f"| {key} | {n_ops} | {k} | {secs:.2f} | {human_bytes(b)} | "
+                   f"{'yes' if proven else 'no'} | {mem_secs:.2f} | {human_bytes(mem['worst'])} | "
+                   f"{mem['ratio']:.3f} |")
     benchdoc.write_section("search time", " ".join(["python tools/bench_search.py", *sys.argv[1:]]),
                            "\n".join(lines))
     planners = FLAGS.planners

@@ -12,7 +12,10 @@ holds, for ``k = n_1 * ... * n_L`` devices:
   exact (``proven_optimal``), and notes (ops left whole and why);
 * ``found_by``: the planner whose search produced the layouts (for ``tofu``,
   its recursion or, when one moves fewer bytes, a baseline's:
-  ``search.planners``, "never worse than a baseline").
+  ``search.planners``, "never worse than a baseline");
+* ``memory``: the estimated peak bytes per device (worst, the ideal single
+  device / k, their ratio, per device), from the graph and the plan alone
+  (``tf_tofu.layout.memory``, equal to the liveness of the plain rewrite).
 
 It round-trips through JSON: a plan saved, edited and loaded applies the same.
 """
@@ -60,8 +63,9 @@ def _check_devices(devices: Sequence[str]) -> None:
 @dataclasses.dataclass(frozen=True, repr=False)
 class Plan:
   """A partition plan; see the module docstring.  Immutable: an edited or re-priced plan is
-  a new Plan (``dataclasses.replace``).  The per-device memory estimate of its rewrite is
-  a result of its own (``tf_tofu.rewrite.memory.plan_memory``), shown by ``report``."""
+  a new Plan (``dataclasses.replace``).  ``memory``: the per-device peak-memory estimate
+  of the plan (``tf_tofu.layout.memory.plan_memory``; ``tf_tofu.plan`` fills it), shown
+  by ``report``."""
 
   planner: str
   devices: tuple[str, ...]
@@ -80,6 +84,7 @@ class Plan:
   graph_signature: str
   search_seconds: float = 0.0   # in the report, not in the JSON (same input, same file)
   found_by: str = ""            # "" = the planner itself
+  memory: Optional[Mapping[str, Any]] = None
 
   def __repr__(self) -> str:
     return (f"Plan({self.planner}, {self.k} devices, {self.total_bytes} B/step, "
@@ -105,6 +110,7 @@ class Plan:
         "proven_optimal": self.proven_optimal,
         "notes": list(self.notes),
         "found_by": self.found_by or self.planner,
+        "memory": dict(self.memory) if self.memory else None,
         "layouts": {t: [str(s) for s in v] for t, v in sorted(self.layouts.items())},
         "strategies": {o: list(v) for o, v in sorted(self.strategies.items())},
         "op_bytes": dict(sorted(self.op_bytes.items())),
@@ -141,7 +147,7 @@ class Plan:
                  op_groups={k: tuple(v) for k, v in d["op_groups"].items()},
                  objective=float(d["objective"]), proven_optimal=bool(d["proven_optimal"]),
                  notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]),
-                 found_by=str(d.get("found_by", d["planner"])))
+                 found_by=str(d.get("found_by", d["planner"])), memory=d.get("memory"))
     except (KeyError, TypeError, ValueError) as e:
       if isinstance(e, PlanError):
         raise
@@ -168,7 +174,8 @@ class Plan:
 
   def report(self, top: int = 12, memory: Optional[Mapping[str, Any]] = None) -> str:
     """A readable summary: totals, op groups with their strategies, largest conversions,
-    and the per-device peak-memory estimate when ``memory`` (``plan_memory``) is given."""
+    and the per-device peak-memory estimate (``memory``, else the plan's own)."""
+    memory = memory or self.memory
     lines = [
         f"tf_tofu plan ({self.planner}) for {self.k} devices, levels {' x '.join(map(str, self.factors)) or '-'}",
         f"  predicted bytes per step: {human_bytes(self.total_bytes)} ({self.total_bytes} B); per level: "
@@ -180,7 +187,8 @@ class Plan:
     ]
     if memory:
       lines.append(f"  peak memory per device (estimate): worst {human_bytes(memory['worst'])}, "
-                   f"ideal {human_bytes(memory['ideal'])} (single device / k)")
+                   f"ideal {human_bytes(memory['ideal'])} (single device / k), ratio "
+                   f"{memory['ratio']:.2f}")
     rows = []
     for group, members in self.op_groups.items():
       b = sum(self.op_bytes.get(m, 0) for m in members)
