@@ -99,19 +99,23 @@ class GrapplerConfigTest(absltest.TestCase):
     self.assertTrue(cpu.allow_soft_placement)
     self.assertEqual(base, config_pb2.ConfigProto(allow_soft_placement=True))  # not mutated
     self.assertEqual(cpu.graph_options.rewrite_options.layout_optimizer, self.RC.OFF)
+    self.assertEqual(cpu.graph_options.rewrite_options.constant_folding, self.RC.OFF)
     nchw = execute.grappler_config(base, ["/device:CPU:0"], channels_first=True)
     self.assertEqual(nchw.graph_options.rewrite_options.layout_optimizer, self.RC.DEFAULT)
     gpu = execute.grappler_config(base, ["/device:GPU:0", "/device:CPU:0"])
     self.assertEqual(gpu.graph_options.rewrite_options.memory_optimization,
                      self.RC.DEFAULT_MEM_OPT)
     self.assertEqual(gpu.graph_options.rewrite_options.layout_optimizer, self.RC.DEFAULT)
+    self.assertEqual(gpu.graph_options.rewrite_options.constant_folding, self.RC.OFF)
     user = config_pb2.ConfigProto()
     user.graph_options.rewrite_options.meta_optimizer_iterations = self.RC.TWO
     user.graph_options.rewrite_options.memory_optimization = self.RC.MANUAL
     user.graph_options.rewrite_options.layout_optimizer = self.RC.ON
+    user.graph_options.rewrite_options.constant_folding = self.RC.ON
     kept = execute.grappler_config(user, ["/device:CPU:0"]).graph_options.rewrite_options
     self.assertEqual((kept.meta_optimizer_iterations, kept.memory_optimization,
-                      kept.layout_optimizer), (self.RC.TWO, self.RC.MANUAL, self.RC.ON))
+                      kept.layout_optimizer, kept.constant_folding),
+                     (self.RC.TWO, self.RC.MANUAL, self.RC.ON, self.RC.ON))
 
   def test_channels_first_is_read_off_the_data_formats(self):
     def graph(data_format):

@@ -15,15 +15,18 @@ each resource placeholder of the graph to its shard's handle, and
 concatenates one shard per distinct box).
 
 Grappler optimises the imported function on its first call, with the
-options of the caller's context except three defaults (``grappler_config``):
-one meta-optimizer iteration instead of two; when every device is a CPU, no
-memory optimizer (its swapping and recomputation target accelerator memory);
-and when every device is a CPU and no node asks for a channels-first layout,
-no layout optimizer (it only converts layouts for GPUs, or NCHW ops for
-CPUs).  On a partitioned graph of tens of thousands of nodes these cost
-nearly half of the first call and did not change the time of a step
-(MobileNetV2 at k = 4, docs/benchmarks.md).  An option the user set
-explicitly is kept.
+options of the caller's context except four defaults (``grappler_config``):
+one meta-optimizer iteration instead of two; no constant folding (ingestion
+already folded the step's constants, ``tf_tofu.graph.ingest``, and the
+rewrite adds none to fold: its constants are pooled, its slices and concats
+read runtime values); when every device is a CPU, no memory optimizer (its
+swapping and recomputation target accelerator memory); and when every device
+is a CPU and no node asks for a channels-first layout, no layout optimizer
+(it only converts layouts for GPUs, or NCHW ops for CPUs).  On a partitioned
+graph of tens of thousands of nodes these cost nearly half of the first call
+and did not change the time of a step (MobileNetV2, ResNet50 and GPT-12,
+docs/benchmarks.md; constant folding alone 1.4-2.6 s of their first calls).
+An option the user set explicitly is kept.
 """
 
 from __future__ import annotations
@@ -114,6 +117,8 @@ def grappler_config(base: config_pb2.ConfigProto, devices: Sequence[str],
   rewrite = config.graph_options.rewrite_options
   if rewrite.meta_optimizer_iterations == rewriter_config_pb2.RewriterConfig.DEFAULT_NUM_ITERS:
     rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+  if rewrite.constant_folding == rewriter_config_pb2.RewriterConfig.DEFAULT:
+    rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
   all_cpu = all((tf.DeviceSpec.from_string(d).device_type or "").upper() == "CPU"
                 for d in devices)
   if all_cpu and rewrite.memory_optimization == rewriter_config_pb2.RewriterConfig.DEFAULT_MEM_OPT:
