@@ -188,12 +188,22 @@ def build(name: str, optimizer: str = "adam", dtype: str = "float32",
   ``loss`` is one of :data:`LOSSES`; targets are class ids for the sparse
   loss and rows of ``CLASSES`` values in [0, 1) otherwise.
   """
-  check_dtype(dtype)
-  check_choice("loss", loss, LOSSES)
   layer_models = _layer_models()
   check_choice("Keras model", name, (*layer_models, *APPLICATIONS))
+  return train_step(layer_models.get(name) or APPLICATIONS[name], name, optimizer, dtype, loss,
+                    batch)
+
+
+def train_step(make_model: Callable[[], Any], name: str, optimizer: str = "adam",
+               dtype: str = "float32", loss: str = "sparse_categorical_crossentropy",
+               batch: int = BATCH) -> TrainStep:
+  """The training step of the Keras model ``make_model()`` (built in ``dtype``, its last
+  layer giving ``CLASSES`` logits) with a Keras ``optimizer`` and ``loss`` on ``batch``
+  examples, as for :func:`build`."""
+  check_dtype(dtype)
+  check_choice("loss", loss, LOSSES)
   with floatx(dtype):
-    model = (layer_models.get(name) or APPLICATIONS[name])()
+    model = make_model()
     opt = keras_optimizer(optimizer)
     opt.build(model.trainable_variables)
     loss_fn = _losses()[loss]()
@@ -221,5 +231,12 @@ def build(name: str, optimizer: str = "adam", dtype: str = "float32",
                                                         else (0.0, 1.0)))
 
 
-__all__ = ["ACTIVATIONS", "APPLICATIONS", "BATCH", "CLASSES", "LOSSES", "OPTIMIZERS", "build", "floatx",
+def application(name: str, size: int, **kwargs) -> Callable[[], Any]:
+  """A builder of ``keras.applications.<name>`` without weights on ``size`` x ``size`` RGB
+  images and ``CLASSES`` logits (for :func:`train_step`)."""
+  return _application(name, size, **kwargs)
+
+
+__all__ = ["ACTIVATIONS", "APPLICATIONS", "BATCH", "CLASSES", "LOSSES", "OPTIMIZERS", "application",
+           "build", "train_step", "floatx",
            "keras_optimizer", "names"]

@@ -1,0 +1,131 @@
+"""Planning time against PaSE's, on PaSE's five models and device counts.
+
+    python tools/bench_pase.py                          # writes docs/benchmarks.md
+    python tools/bench_pase.py --models=alexnet --ps=4,8 --nowrite
+
+PaSE (a DP over a layer graph of about 200 vertices) is the one peer planner
+that runs on CPU.  Its seconds below are the ones measured when the issue
+"The partitioner, finished" was filed, on this kind of machine (2 cores);
+they are constants of this tool, not re-measured.  Ours: ``api.plan_view``
+on the traced step (tracing and describing excluded, as PaSE's time excludes
+building its graph; no memory estimate), tofu planner, every p.  Our graph
+is TensorFlow's op graph of the training step (forward, gradients, optimizer
+update), several times finer than PaSE's layer graph.
+
+The models, at PaSE's batch sizes:
+
+* ``transformer``: PaSE's Transformer has 6 encoder and 6 decoder layers,
+  d = 512; ours is the zoo's 12-layer decoder-only GPT at d = 512, 8 heads,
+  seq 256, vocab 32,000, batch 64 (plain TF, Adam): the same depth and width.
+* ``resnet101``, ``inceptionv3``: ``keras.applications`` ResNet101 (224 x 224)
+  and InceptionV3 (299 x 299), batch 128, Keras Adam.
+* ``alexnet``: AlexNet as Keras layers (224 x 224), batch 128, Keras Adam.
+* ``rnnlm``: the zoo's 2-layer LSTM language model, hidden 2048, 256 steps,
+  vocab 100,000, batch 64 (``zoo_graphs.RNNLM256``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import benchdoc  # noqa: E402
+from zoo_graphs import RNNLM256  # noqa: E402
+
+PS = (4, 8, 16, 32, 64)
+# PaSE's planning seconds per p (None: PaSE ran out of memory), from the issue.
+PASE = {
+    "transformer": (2.2, 6.4, 37.0, 227.0, None),
+    "resnet101": (5.7, 6.2, 12.2, 33.4, 99.1),
+    "inceptionv3": (2.7, 3.1, 4.9, 13.5, 32.6),
+    "alexnet": (0.2, 0.2, 0.2, 0.2, 0.2),   # "< 0.2 s": an upper bound
+    "rnnlm": (0.1, 0.1, 0.1, 0.1, 0.1),     # "< 0.1 s": an upper bound
+}
+UPPER_BOUNDS = ("alexnet", "rnnlm")
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("models", list(PASE), "Models to plan.")
+flags.DEFINE_list("ps", [str(p) for p in PS], "Device counts.")
+flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
+
+
+def _alexnet():
+  import keras
+  from tf_tofu.models.keras_catalog import CLASSES
+  L = keras.layers
+  return keras.Sequential([
+      keras.Input((224, 224, 3)),
+      L.Conv2D(96, 11, strides=4, activation="relu"), L.MaxPooling2D(3, 2),
+      L.Conv2D(256, 5, padding="same", activation="relu"), L.MaxPooling2D(3, 2),
+      L.Conv2D(384, 3, padding="same", activation="relu"),
+      L.Conv2D(384, 3, padding="same", activation="relu"),
+      L.Conv2D(256, 3, padding="same", activation="relu"), L.MaxPooling2D(3, 2),
+      L.Flatten(), L.Dense(4096, activation="relu"), L.Dense(4096, activation="relu"),
+      L.Dense(CLASSES)])
+
+
+def _step(name: str):
+  from tf_tofu import models
+  from tf_tofu.models import keras_catalog
+  if name == "transformer":
+    return models.build("gpt", materialize=False, optimizer="adam", layers=12, d_model=512,
+                        heads=8, seq=256, vocab=32000, batch=64)
+  if name == "rnnlm":
+    return models.build("lstm", materialize=False, **RNNLM256)
+  if name == "alexnet":
+    return keras_catalog.train_step(_alexnet, "AlexNet", batch=128)
+  app_name, size = {"resnet101": ("ResNet101", 224), "inceptionv3": ("InceptionV3", 299)}[name]
+  return keras_catalog.train_step(keras_catalog.application(app_name, size), app_name,
+                                  batch=128)
+
+
+def _cell(ours: float, pase) -> str:
+  if pase is None:
+    return f"{ours:.1f} vs out of memory"
+  return f"{ours:.1f} vs {pase:g} ({ours / pase:.2f}x)"
+
+
+def main(argv):
+  del argv
+  import tf_tofu
+  from tf_tofu import api
+  from tf_tofu.graph import view
+  from tf_tofu.opdefs.registry import Describer
+  ps = [int(p) for p in FLAGS.ps]
+  rows = []
+  for name in FLAGS.models:
+    step = _step(name)
+    with step.context():
+      graph = tf_tofu.trace(step.fn, *step.input_signature)
+    describer = Describer()
+    sgraph = view.from_tofu_graph(graph, describer)
+    cells = []
+    for p in ps:
+      start = time.perf_counter()
+      plan = api.plan_view(sgraph, p, describer=describer, memory=False)
+      secs = time.perf_counter() - start
+      pase = PASE[name][PS.index(p)] if p in PS else None
+      print(f"{name} ({len(graph.ops):,} ops) p={p}: {secs:.2f} s (PaSE {pase}), "
+            f"{plan.total_bytes:,} B, proven optimal per level: {plan.proven_optimal}",
+            flush=True)
+      cells.append(_cell(secs, pase))
+    bound = " (PaSE: an upper bound)" if name in UPPER_BOUNDS else ""
+    rows.append(f"| {name}{bound} | {len(graph.ops):,} | " + " | ".join(cells) + " |")
+  if FLAGS.write:
+    body = ("Planning seconds (tofu, trace and description excluded) vs PaSE's, with the ratio "
+            "ours / PaSE's (below 1: faster).  PaSE's seconds are the issue's measurements "
+            "on this kind of machine; see the tool's docstring for the models.\n\n"
+            "| model | ops (ours) | " + " | ".join(f"p={p}" for p in ps) + " |\n"
+            "|---|---|" + "---|" * len(ps) + "\n" + "\n".join(rows))
+    benchdoc.write_section("planning time against PaSE",
+                           " ".join(["python tools/bench_pase.py", *sys.argv[1:]]), body)
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)
