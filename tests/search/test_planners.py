@@ -87,13 +87,13 @@ FULL = os.environ.get("TF_TOFU_FULL_MATRIX") == "1"
 
 def _never_worse_cases():
   """Every tiny model and flavour at k = 2..8 with TF_TOFU_FULL_MATRIX=1; otherwise the
-  cases of BASELINE_WINS and one more k per model and flavour, rotating."""
+  cases of BASELINE_WINS but the slowest (the Keras WResNet at k = 8), and two where the
+  recursion wins."""
   pairs = [(key, flavor) for key in sorted(models.TINY) for flavor in models.FLAVORS]
   if FULL:
     return [(key, flavor, k) for key, flavor in pairs for k in range(2, 9)]
-  return list(BASELINE_WINS) + [(key, flavor, 2 + 3 * i % 7) for i, (key, flavor)
-                                in enumerate(pairs) if (key, flavor, 2 + 3 * i % 7)
-                                not in BASELINE_WINS]
+  return [c for c in BASELINE_WINS if c != ("wresnet", "keras", 8)] + [("gpt", "tf", 2),
+                                                                      ("mlp", "keras", 6)]
 
 
 class NeverWorseTest(parameterized.TestCase):
