@@ -16,6 +16,9 @@ _LAZY = {
     "count_transfer_bytes": "tf_tofu.ops.counting",
     "TofuError": "tf_tofu.core.errors",
     "set_verbose": "tf_tofu.core.progress",
+    "ClusterDevices": "tf_tofu.core.cluster",
+    "LocalCluster": "tf_tofu.core.local_cluster",
+    "Topology": "tf_tofu.core.topology",
 }
 
 # Subpackages that are public API: ``tf_tofu.keras.partition(model, devices=8)``.

@@ -25,20 +25,21 @@ from tf_tofu import graph as graph_lib
 from tf_tofu.core.errors import TofuError
 from tf_tofu.core import devices as devices_lib
 from tf_tofu.core import collector, progress
-from tf_tofu.core.plan import Plan, PlanError, plan_from_search, priced_fields
+from tf_tofu.core.plan import Plan, PlanError, link_fields, plan_from_search, priced_fields
+from tf_tofu.core.topology import Topology
 from tf_tofu.graph import view
 from tf_tofu.layout import memory as memory_model
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.core.states import Cut, state_from_str
 from tf_tofu.rewrite import partition_graph_def
-from tf_tofu.search import evaluate, planners
+from tf_tofu.search import budget, evaluate, planners, topology_search
 from tf_tofu.search.tofu import SearchOptions
 
 Constraints = Mapping[str, Union[str, Sequence[str]]]
 
 
 # SearchOptions fields a caller may set by keyword (the constraints come resolved).
-OPTIONS = ("max_table", "allow_rep_storage", "never_worse")
+OPTIONS = ("max_table", "allow_rep_storage", "never_worse", "memory_budget")
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -52,6 +53,8 @@ def search_options(graph: view.SearchGraph, constraints: Optional[Constraints] =
                    **kwargs) -> SearchOptions:
   """SearchOptions with user constraints resolved against the graph (names checked)."""
   check_options(kwargs)
+  if "memory_budget" in kwargs:
+    kwargs["memory_budget"] = budget.parse_memory_budget(kwargs["memory_budget"])
   tensor_states, op_strategies = {}, {}
   op_names = {o.name for o in graph.ops}
   for name, value in (constraints or {}).items():
@@ -90,7 +93,7 @@ def _view(tofu_graph, describer: Describer) -> view.SearchGraph:
 @collector.bulk()
 def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: str = "tofu",
               constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
-              memory: bool = True, **options) -> Plan:
+              memory: bool = True, topology: Optional[Topology] = None, **options) -> Plan:
   """Searches a Plan for a graph view (the search step of the pipeline).
 
   Args:
@@ -101,8 +104,14 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
     describer: a Describer to share its cache across calls.
     memory: fill the Plan's per-device peak-memory estimate
       (``tf_tofu.layout.memory.plan_memory``, seconds on large graphs).
+    topology: the links between the devices (``tf_tofu.core.topology.Topology``; None:
+      classes from the device names, default bandwidths).  The factor order and the
+      device order are chosen for the least predicted time (``search.topology_search``);
+      with one link class that is the fewest bytes.
     **options: further SearchOptions fields (``OPTIONS``: max_table, allow_rep_storage,
-      never_worse).
+      never_worse, memory_budget: bytes per device, math.inf, or a string such as
+      "16GiB" / "1.5GB" (``search.budget.parse_memory_budget``); the fewest-bytes plan
+      whose estimated worst-device peak fits, replicating storage where it pays).
   """
   planners.check(planner)
   names = devices_lib.resolve(devices)
@@ -110,12 +119,25 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
   with progress.phase(f"planning {len(graph.ops):,} ops over {len(names)} devices ({planner})"):
     result = planners.run(planner, graph, len(names), describer,
                           search_options(graph, constraints, **options))
-  the_plan = plan_from_search(result, graph, planner, names)
+  topology = topology or Topology()
+  if options.get("memory_budget") is not None:  # other factor orders were not sized:
+    result = dataclasses.replace(result, candidates=())  # only the device order moves
+  result, order = topology_search.place(result, names, topology)
+  the_plan = plan_from_search(result, graph, planner, order.names,
+                              _links(result.evaluation, order, topology))
   if not memory:
     return the_plan
   with progress.phase("estimating the memory per device"):
     return dataclasses.replace(the_plan, memory=memory_model.plan_memory(graph, the_plan,
                                                                          describer))
+
+
+def _links(ev, order, topology: Topology) -> dict:
+  """The Plan's link fields for an evaluation run in device ``order``."""
+  names = order.names
+  return link_fields(topology_search.link_bytes(ev.pair_bytes, names, topology),
+                     {c: topology.bandwidth_of(c) for c in topology.link_classes(names)},
+                     order.describe() if len(topology.link_classes(names)) > 1 else "")
 
 
 @collector.bulk()
@@ -151,7 +173,8 @@ class Partitioning:
 def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.Devices],
               planner: str = "tofu", comm: str = "plain",
               constraints: Optional[Constraints] = None, describer: Optional[Describer] = None,
-              plan_json: Optional[str] = None, **options) -> Partitioning:
+              plan_json: Optional[str] = None, topology: Optional[Topology] = None,
+              **options) -> Partitioning:
   """trace -> search -> Plan -> rewrite.
 
   Args:
@@ -166,10 +189,10 @@ def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.D
   tofu_graph = as_graph(fn_or_graph, signature)
   graph = _view(tofu_graph, describer)
   if plan_json is not None:
-    the_plan = load_plan(plan_json, graph, describer, devices=devices)
+    the_plan = load_plan(plan_json, graph, describer, devices=devices, topology=topology)
   else:
     the_plan = plan_view(graph, devices, planner, constraints, describer, memory=False,
-                         **options)
+                         topology=topology, **options)
   with progress.phase(f"rewriting for {len(the_plan.devices)} devices"):
     p = partition_graph_def(graph, the_plan, describer, comm=comm,
                             fetches=list(tofu_graph.fetches))
@@ -177,7 +200,8 @@ def partition(fn_or_graph: Any, *signature: Any, devices: Optional[devices_lib.D
 
 
 def load_plan(text: str, graph, describer: Optional[Describer] = None,
-              devices: Optional[devices_lib.Devices] = None) -> Plan:
+              devices: Optional[devices_lib.Devices] = None,
+              topology: Optional[Topology] = None) -> Plan:
   """A Plan read from JSON (maybe edited by hand), checked against ``graph`` and re-priced.
 
   Args:
@@ -185,6 +209,8 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
     graph: the search view (``search.view.SearchGraph``) of the graph it is for.
     describer: a Describer to share its cache.
     devices: devices to run the plan on instead of the file's (as many as it has).
+    topology: prices the bytes per link class of the plan's devices, in its order
+      (None: classes from the names, default bandwidths).
 
   Raises:
     PlanError: unreadable JSON, another graph, a tensor without a layout, an op
@@ -229,5 +255,8 @@ def load_plan(text: str, graph, describer: Optional[Describer] = None,
     if len(names) != len(plan.devices):
       raise PlanError(f"{len(names)} devices given, the plan has {len(plan.devices)}; plan "
                       "again for that many devices")
+  order = topology_search.device_orders(names, plan.factors, topology or Topology())[0]
+  links = _links(ev, order, topology or Topology())
   return dataclasses.replace(plan, devices=tuple(names), **priced_fields(ev), notes=notes,
+                             **links,
                              proven_optimal=plan.proven_optimal and ev.total_bytes == plan.total_bytes)

@@ -18,6 +18,16 @@ user's variables are not touched until :meth:`Function.sync_variables`
 writes the shards back into them.  Calling with another signature (another
 plan, other shards) first writes the current shards back and then loads the
 new ones from the user's variables, so the two never diverge.
+
+Clusters: ``devices`` may name remote devices
+(``/job:worker/replica:0/task:1/device:GPU:0``) or be a cluster (a
+``tf.train.ClusterSpec``, a resolver, ``TF_CONFIG``,
+``tf_tofu.core.cluster.ClusterDevices``).  Planning needs only the names; the
+first call connects this process to the cluster when it is not connected yet
+(bounded waits, ``core.cluster.ensure_connected``) and checks that every
+device exists there.  The shards then live on the remote devices.
+``topology`` (``tf_tofu.core.topology.Topology``, None: from the device names)
+prices the links, and the plan's device order follows it (``tf_tofu.plan``).
 """
 
 from __future__ import annotations
@@ -31,8 +41,10 @@ import tensorflow as tf
 
 from tf_tofu import api, graph as graph_lib
 from tf_tofu.core.errors import TofuError
+from tf_tofu.core import cluster as cluster_lib
 from tf_tofu.core import devices as devices_lib
 from tf_tofu.core import collector, progress
+from tf_tofu.core.topology import Topology
 from tf_tofu.core.plan import Plan
 from tf_tofu.graph import ingest as ingest_tf, view
 from tf_tofu.opdefs.registry import Describer
@@ -70,18 +82,39 @@ class Function:
 
   def __init__(self, fn: Callable, devices: devices_lib.Devices, planner: str = "tofu",
                comm: str = PLAIN, constraints: Optional[api.Constraints] = None,
-               describer: Optional[Describer] = None, **options):
+               describer: Optional[Describer] = None, topology: Optional[Topology] = None,
+               connect_timeout_s: float = 30.0, **options):
     planners.check(planner)
     api.check_options(options)
     self.options = options
     self.fn = fn
-    self.devices = devices_lib.resolve(devices, must_exist=True)
+    self.topology = topology
+    self.cluster = cluster_lib.spec_of_devices(devices)
+    self.connect_timeout_s = connect_timeout_s
+    self._connected = False
+    self._late_connect = False  # this Function connected the process (module docstring)
+    self._devices: Optional[tuple[str, ...]] = None
+    self._devices_arg = devices
+    if not (cluster_lib.is_cluster(devices)
+            and not isinstance(devices, cluster_lib.ClusterDevices)):
+      self._devices = devices_lib.resolve(devices, must_exist=True)
     self.planner = planner
     self.comm = comm
     self.constraints = dict(constraints or {})
     self.describer = describer or Describer()
     self._entries: dict[tuple, _Entry] = {}
     self._active: Optional[_Entry] = None
+
+  @property
+  def devices(self) -> tuple[str, ...]:
+    """The device names the step runs on.  A cluster given without the number of
+    devices per task (a ClusterSpec, resolver or TF_CONFIG) is connected to first
+    (bounded), to list its devices."""
+    if self._devices is None:
+      if not cluster_lib.connected_devices(self.cluster):
+        cluster_lib.connect(self.cluster, timeout_s=self.connect_timeout_s)
+      self._devices = devices_lib.resolve(self._devices_arg)
+    return self._devices
 
   # ---------------------------------------------------------------- per signature
 
@@ -103,7 +136,7 @@ class Function:
                          "from its graph; return tensors (or nothing), not Python values")
       job = api.partition(g, devices=self.devices, planner=self.planner, comm=self.comm,
                           constraints=self.constraints, describer=self.describer,
-                          **self.options)
+                          topology=self.topology, **self.options)
       self._entries[key] = _Entry(g, job.view, outputs, job.plan, job.partitioned)
     return self._entries[key]
 
@@ -137,10 +170,45 @@ class Function:
 
   # ---------------------------------------------------------------- variables
 
+  def _connect(self) -> None:
+    """Before the first shard is made: connects to the cluster of remote devices (when
+    this process is not connected yet; bounded) and checks that they exist there."""
+    if not self._connected:
+      from tensorflow.python.eager import context
+      before = context.context().get_server_def() is None
+      cluster_lib.ensure_connected(self.devices, self.cluster, self.connect_timeout_s)
+      self._late_connect = before and context.context().get_server_def() is not None
+      self._connected = True
+
+  def _assign_user(self, graph: graph_lib.TofuGraph, values) -> None:
+    """Writes ``values`` into the user's variables.  After this Function connected the
+    process to a cluster, an AssignVariableOp on a variable created before the
+    connection is silently lost (TensorFlow 2.21, measured; AssignAdd/AssignSub
+    work), so it then writes ``v -= v; v += value``: exact for finite values."""
+    if not self._late_connect:
+      graph.assign_variables(values)
+      return
+    by_handle = {v.handle: v for v in graph.variables}
+    for h, value in values.items():
+      live = graph.live_handles[h]
+      handle = live.handle if hasattr(live, "handle") else live
+      dtype = tf.as_dtype(by_handle[h].dtype)
+      value = np.asarray(value)
+      old = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+      if not (dtype.is_floating or dtype.is_integer) or not (
+          np.all(np.isfinite(value)) and np.all(np.isfinite(old.numpy()))):
+        raise TofuError(f"variable {by_handle[h].name!r} ({dtype.name}) cannot be written "
+                        "after this process connected to the cluster under it (TensorFlow "
+                        "drops such assignments); connect first (tf_tofu.core.cluster."
+                        "connect), then create the model")
+      tf.raw_ops.AssignSubVariableOp(resource=handle, value=old)
+      tf.raw_ops.AssignAddVariableOp(resource=handle, value=tf.constant(value, dtype))
+
   @collector.bulk()
   def _activate(self, e: _Entry) -> None:
     if self._active is e:
       return
+    self._connect()
     self.sync_variables()
     values = e.graph.variable_values(list(e.partitioned.variables))
     if e.shards is None:
@@ -171,7 +239,7 @@ class Function:
     e = self._active
     if e is None:
       return
-    e.graph.assign_variables(execute.assemble_variables(e.partitioned, e.shards))
+    self._assign_user(e.graph, execute.assemble_variables(e.partitioned, e.shards))
 
   @property
   def shard_variables(self) -> dict[str, tf.Variable]:
@@ -203,12 +271,15 @@ def function(fn: Optional[Callable] = None, *, devices: devices_lib.Devices,
     fn: the training step: a ``tf.function`` or a Python callable that runs
       one step (forward, gradients, optimizer update) and returns the loss.
     devices: an int k (the first k local accelerators, or logical CPU devices
-      when there are not that many) or a list of device names.
+      when there are not that many), a list of device names (remote ones too), or
+      a cluster (module docstring).
     planner: ``"tofu"`` or a baseline (``tf_tofu.PLANNERS``).
     comm: ``"plain"`` or ``"collective"`` communication.
     constraints: user constraints for the search (see ``tf_tofu.plan``).
     **options: further search options (``tf_tofu.search.tofu.SearchOptions``
-      fields, e.g. ``never_worse=True``).
+      fields, e.g. ``never_worse=True``), ``topology=`` (a
+      ``tf_tofu.core.topology.Topology``) and ``connect_timeout_s=`` (the bound on
+      connecting to a cluster, 30 s).
   """
   if fn is None:
     return lambda f: Function(f, devices, planner, comm, constraints, **options)

@@ -48,6 +48,39 @@ class PlanCommandTest(CommandCase):
     self.assertIn(f"found by: {plan.found_by}", text)
     self.assertIn(plan.found_by, ("tofu", "allrow", "spartan", "equalchop", "megatron"))
 
+  def test_memory_budget_flag(self):
+    plan_path = self.out("budget.json")
+    text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                        f"--devices={K}", "--memory_budget=unlimited", f"--plan_out={plan_path}"))
+    self.assertIn("predicted bytes per step: 0 B", text)
+    self.assertIn("memory budget unlimited", text)
+    bad = tofu("plan", f"--saved_model={self.saved}", "--signature=train", f"--devices={K}",
+               "--memory_budget=16G")
+    self.assertEqual(bad.returncode, 1)
+    self.assertIn("memory_budget='16G' is not a size", bad.stderr)
+
+  def test_plan_for_a_cluster_spec_with_bandwidths(self):
+    spec = self.out("cluster.json")
+    with open(spec, "w") as f:
+      json.dump({"cluster": {"worker": ["h0:2222", "h1:2222"]},
+                 "task": {"type": "worker", "index": 0}}, f)
+    plan_path = self.out("cluster_plan.json")
+    text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                        f"--cluster_spec={spec}", "--devices_per_task=2",
+                        "--network_bandwidth=0.5", "--local_bandwidth=20",
+                        f"--plan_out={plan_path}"))
+    self.assertIn("bytes per link class: local", text)
+    self.assertIn("at local 20 GB/s, network 0.5 GB/s", text)
+    from tf_tofu.core.plan import Plan
+    plan = Plan.from_json(open(plan_path).read())
+    self.assertCountEqual(plan.devices, [f"/job:worker/replica:0/task:{t}/device:CPU:{d}"
+                                         for t in (0, 1) for d in (0, 1)])
+    self.assertEqual(plan.bandwidth, {"local": 2e10, "network": 5e8})
+    bad = tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+               f"--cluster_spec={self.out('missing.json')}")
+    self.assertEqual(bad.returncode, 2)  # a usage error
+    self.assertIn("--cluster_spec=", bad.stderr)
+
 
 if __name__ == "__main__":
   absltest.main()

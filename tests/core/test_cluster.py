@@ -111,6 +111,47 @@ class ClusterDevicesTest(absltest.TestCase):
       cluster.check_in_cluster(["/CPU:0"], available)  # this process's device, not the cluster's
 
 
+class DevicesOfAClusterTest(absltest.TestCase):
+
+  def test_cluster_devices_without_connecting(self):
+    d = cluster.ClusterDevices(SPEC, 2)
+    self.assertEqual(d.names(), tuple(W.format(t, i) for t in (0, 1) for i in (0, 1)))  # no ps
+    self.assertEqual(cluster.ClusterDevices(SPEC, 1, job="ps").names(),
+                     ("/job:ps/replica:0/task:0/device:CPU:0",))
+    with mock.patch.dict(os.environ, {"TF_CONFIG": TF_CONFIG}):
+      self.assertEqual(cluster.ClusterDevices(None, 2).names(), d.names())
+      self.assertEqual(cluster.spec_of_devices("TF_CONFIG").as_dict(), SPEC)
+    self.assertEqual(cluster.compute_jobs(tf.train.ClusterSpec(SPEC)), ["worker"])
+    self.assertEqual(cluster.compute_jobs(tf.train.ClusterSpec({"ps": ["h:1"]})), ["ps"])
+
+  def test_what_counts_as_a_cluster(self):
+    for value in (SPEC, tf.train.ClusterSpec(SPEC), TF_CONFIG, "TF_CONFIG",
+                  cluster.ClusterDevices(SPEC, 1)):
+      self.assertTrue(cluster.is_cluster(value), value)
+    for value in (4, ["/CPU:0"], "/CPU:0"):
+      self.assertFalse(cluster.is_cluster(value), value)
+      self.assertIsNone(cluster.spec_of_devices(value))
+
+  def test_a_bare_cluster_needs_a_connection_to_count_devices(self):
+    with self.assertRaisesRegex(cluster.ClusterError, r"not connected to it, so how many "
+                                r"devices each task has is unknown; pass devices="):
+      cluster.names_of(SPEC)
+
+  def test_ensure_connected(self):
+    local = ("/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1")
+    self.assertEqual(cluster.ensure_connected(local), local)  # local devices need nothing
+    with mock.patch.dict(os.environ, {}, clear=True):
+      with self.assertRaisesRegex(cluster.ClusterError, r"are remote and this process is not "
+                                  r"connected to a cluster; pass the cluster"):
+        cluster.ensure_connected([W.format(0, 0)])
+    port = _closed_port()
+    with mock.patch.object(tf.config, "experimental_connect_to_cluster",
+                           side_effect=AssertionError("must not connect")):
+      with self.assertRaisesRegex(cluster.ClusterError, rf"cannot reach 127.0.0.1:{port}"):
+        cluster.ensure_connected([W.format(0, 0)], {"worker": [f"127.0.0.1:{port}"]},
+                                 timeout_s=2)
+
+
 class ReachableTest(absltest.TestCase):
 
   def test_nobody_listening_fails_fast_naming_the_address(self):

@@ -31,10 +31,21 @@ class ResolveTest(absltest.TestCase):
         devices.resolve(same)
     devices.resolve(["/job:worker/task:0/device:CPU:0", "/job:worker/task:1/device:CPU:0"])
 
+  def test_clusters_and_remote_names(self):
+    from tf_tofu.core import cluster
+    spec = {"worker": ["h0:2222", "h1:2222"]}
+    want = tuple(f"/job:worker/replica:0/task:{t}/device:GPU:{d}" for t in (0, 1)
+                 for d in (0, 1))
+    self.assertEqual(devices.resolve(cluster.ClusterDevices(spec, 2, "GPU")), want)
+    self.assertEqual(devices.resolve(list(want), must_exist=True), want)  # checked when run
+    with self.assertRaisesRegex(cluster.ClusterError, "not connected to it.*ClusterDevices"):
+      devices.resolve(tf.train.ClusterSpec(spec))  # how many devices per task?
+
   def test_bad_requests(self):
     for bad, error, pattern in ((0, ValueError, "at least one device"),
                                 ([], ValueError, "empty list"),
-                                (True, TypeError, "int or a list"),
+                                (True, TypeError, "int, a list of device names or a "
+                                 "cluster"),
                                 ([3], TypeError, "device names"),
                                 (["/CPU"], ValueError, "type and an index"),
                                 (["nonsense"], ValueError, "not a device name")):

@@ -29,6 +29,29 @@ class PlanTest(absltest.TestCase):
     self.assertEqual(again.strategies, plan.strategies)
     self.assertEqual(again.total_bytes, plan.total_bytes)
 
+  def test_link_fields_round_trip_and_old_plans_load(self):
+    from tf_tofu.core.plan import link_fields
+    import dataclasses
+    plan, _ = make_plan()
+    linked = dataclasses.replace(plan, **link_fields(
+        {"local": 100, "network": 30}, {"local": 1e10, "network": 1e9}, "level(s) 1 across"))
+    self.assertAlmostEqual(linked.comm_time, 100 / 1e10 + 30 / 1e9)
+    again = Plan.from_json(linked.to_json())
+    self.assertEqual((again.link_bytes, again.bandwidth, again.comm_time, again.placement),
+                     (linked.link_bytes, linked.bandwidth, linked.comm_time,
+                      linked.placement))
+    report = linked.report()
+    self.assertIn("bytes per link class: local 100 B (100 B), network 30 B (30 B); predicted "
+                  "communication 0.000 ms per step at local 10 GB/s, network 1 GB/s", report)
+    self.assertIn("device order: level(s) 1 across", report)
+    old = json.loads(plan.to_json())
+    for field in ("link_bytes", "bandwidth", "comm_time", "placement"):
+      del old[field]
+    loaded = Plan.from_dict(old)  # a plan saved before the fields existed
+    self.assertEqual((loaded.link_bytes, loaded.bandwidth, loaded.comm_time,
+                      loaded.placement), ({}, {}, None, ""))
+    self.assertNotIn("link class", loaded.report())
+
   def test_totals_are_consistent(self):
     plan, _ = make_plan()
     self.assertEqual(sum(plan.level_bytes), plan.total_bytes)

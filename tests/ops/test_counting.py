@@ -38,6 +38,22 @@ class EdgeTest(absltest.TestCase):
     self.assertEqual(table[5], "devices: 0 /device:CPU:0, 1 /device:CPU:1, 2 /device:CPU:2")
     self.assertLen(table, 6)
 
+  def test_bytes_per_link_class(self):
+    from tf_tofu.core import topology
+    from tf_tofu.ops.counting import link_bytes
+    w = "/job:worker/replica:0/task:{}/device:CPU:{}"
+    b = comm.GraphBuilder()
+    x = const(b, "x", (4, 3), w.format(0, 0))
+    comm.identity(b, "same_task", x, "float32", w.format(0, 1))
+    comm.identity(b, "other_task", x, "float32", w.format(1, 0))
+    y = const(b, "y", (2,), w.format(1, 1))
+    comm.identity(b, "back", y, "float32", w.format(0, 0))
+    count = transfer_count(b.graph_def())
+    self.assertEqual(link_bytes(count), {"local": 48, "network": 56})
+    self.assertEqual(link_bytes(count, topology.Topology({"network": 1e8})),
+                     {"local": 48, "network": 56})
+    self.assertEqual(link_bytes(transfer_count(comm.GraphBuilder().graph_def())), {})
+
   def test_control_edges_move_nothing(self):
     b = comm.GraphBuilder()
     x = const(b, "x", (100,), cpu(0))

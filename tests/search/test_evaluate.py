@@ -55,6 +55,18 @@ class EvaluateTest(parameterized.TestCase):
     self.assertEqual(sum(ev.level_bytes), ev.total_bytes)
     self.assertGreater(ev.total_bytes, 0)
 
+  def test_pair_bytes_split_the_total_by_device_pair(self):
+    graph = _matmul_view()
+    layouts = {"x:0": (Cut(0), Cut(1)), "w:0": (Cut(0), Cut(1)), "y:0": (Cut(0), Cut(1))}
+    ev = evaluate.evaluate(graph, (2, 2), layouts, {"y": ("i", "j")}, Describer())
+    self.assertEqual(sum(ev.pair_bytes.values()), ev.total_bytes)
+    by_level = [0, 0]
+    for (src, dst), b in ev.pair_bytes.items():
+      self.assertNotEqual(src, dst)
+      self.assertGreater(b, 0)
+      by_level[0 if src // 2 != dst // 2 else 1] += b  # level 1 splits {0, 1} | {2, 3}
+    self.assertEqual(tuple(by_level), ev.level_bytes)
+
 
 if __name__ == "__main__":
   absltest.main()

@@ -93,13 +93,19 @@ def main(argv) -> int:
     graph = cli_inputs.load_graph()
     describer = Describer()
     devices = (plan_command.devices_flag()
-               if plan_json is None or FLAGS["devices"].present else None)
+               if plan_json is None or FLAGS["devices"].present or FLAGS.cluster_spec else None)
     job = api.partition(graph, devices=devices, planner=planner, comm=FLAGS.comm,
-                        describer=describer, plan_json=plan_json, never_worse=FLAGS.never_worse)
+                        describer=describer, plan_json=plan_json, never_worse=FLAGS.never_worse,
+                        memory_budget=FLAGS.memory_budget,
+                        topology=plan_command.topology_flag())
     sgraph, plan, p = job.view, job.plan, job.partitioned
     print(plan.report(memory=memory.plan_memory(graph, p)))
     gd = shapes.with_output_shapes(p.graph_def)
-    print(counting.pair_table(counting.transfer_count(gd), p.devices))
+    count = counting.transfer_count(gd)
+    print(counting.pair_table(count, p.devices))
+    print("bytes per link class (counted in the partitioned graph): " + (", ".join(
+        f"{c} {b} B" for c, b in counting.link_bytes(count, plan_command.topology_flag())
+        .items()) or "none"))
     if graph_out:
       text = out.endswith(".pbtxt")
       cli_inputs.write_atomically(out, lambda tmp: tf.io.write_graph(

@@ -13,6 +13,11 @@ starts what that engine needs (docs/design.md section 3):
   connections, with bounded waits (TensorFlow itself waits forever for a
   server that is not up), then connect this process to the cluster;
 * :func:`check_in_cluster` refuses a device name the cluster does not have;
+* :class:`ClusterDevices` names every device of a cluster without connecting
+  (planning needs only names), and :func:`names_of` reads the devices of a
+  cluster given as ``devices=`` (``core.devices.resolve``);
+  :func:`ensure_connected` connects a process that runs a plan (bounded) and
+  checks that its devices exist;
 and, in modules of their own, ``local_cluster.LocalCluster`` starts servers
 on this machine (tests, demos) and ``topology.Topology`` gives the links
 between devices a class and a bandwidth.
@@ -25,6 +30,7 @@ configuration inside a server process is not exposed to its clients.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import os
 import re
@@ -304,5 +310,131 @@ def check_in_cluster(devices: Sequence[str], available: Sequence[str]) -> tuple[
   return tuple(out)
 
 
-__all__ = ["ClusterError", "JOB_NAME", "addresses_of", "check_in_cluster", "check_reachable",
-           "cluster_devices", "cluster_spec_of", "connect", "probe", "split_address"]
+# ----------------------------------------------------------------------------- devices=
+
+
+# Jobs that hold no compute by convention; a whole cluster's devices leave them out.
+NON_COMPUTE_JOBS = ("ps", "evaluator")
+
+
+def compute_jobs(spec: tf.train.ClusterSpec) -> list[str]:
+  """The jobs whose devices a plan uses when it is given a whole cluster: every job
+  but ``ps`` and ``evaluator`` (all of them if that leaves none)."""
+  jobs = [j for j in spec.jobs if j not in NON_COMPUTE_JOBS]
+  return jobs or list(spec.jobs)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterDevices:
+  """Every device of a cluster, by name, without connecting to it.
+
+  ``ClusterDevices(spec, devices_per_task=4, device_type="GPU")`` names
+  ``/job:J/replica:0/task:T/device:GPU:D`` for every task of ``job`` (a name,
+  names, or None: :func:`compute_jobs`) and ``D < devices_per_task`` (one count,
+  or a dict by job or ``(job, task)``).  ``cluster`` is anything
+  :func:`cluster_spec_of` reads (None: the ``TF_CONFIG`` environment variable).
+  Pass it as ``devices=`` to ``tf_tofu.plan`` / ``tf_tofu.function``.
+  """
+
+  cluster: Any = None
+  devices_per_task: Union[int, Mapping] = 1
+  device_type: str = "CPU"
+  job: Union[str, Sequence[str], None] = None
+
+  @property
+  def spec(self) -> tf.train.ClusterSpec:
+    return cluster_spec_of(self.cluster)
+
+  def names(self) -> tuple[str, ...]:
+    spec = self.spec
+    return cluster_devices(spec, self.devices_per_task, self.device_type,
+                           self.job if self.job is not None else compute_jobs(spec))
+
+
+def is_cluster(value: Any) -> bool:
+  """Whether ``devices=value`` gives a cluster rather than a count or device names: a
+  ClusterSpec, a resolver, a dict, :class:`ClusterDevices`, a TF_CONFIG JSON string, or
+  the string ``"TF_CONFIG"`` (the environment variable)."""
+  return (isinstance(value, (tf.train.ClusterSpec, ClusterDevices, Mapping,
+                             tf.distribute.cluster_resolver.ClusterResolver))
+          or (isinstance(value, str) and (value.lstrip().startswith("{")
+                                           or value == "TF_CONFIG")))
+
+
+def spec_of_devices(value: Any) -> Optional[tf.train.ClusterSpec]:
+  """The ClusterSpec a ``devices=`` value carries, or None for a count or names."""
+  if not is_cluster(value):
+    return None
+  if isinstance(value, ClusterDevices):
+    return value.spec
+  return cluster_spec_of(None if value == "TF_CONFIG" else value)
+
+
+def connected_devices(spec: tf.train.ClusterSpec) -> list[str]:
+  """The devices of ``spec``'s jobs that this process sees (it is connected), in job,
+  task and device order; [] when it is not connected."""
+  from tensorflow.python.eager import context
+  if context.context().get_server_def() is None:
+    return []
+  order = {j: i for i, j in enumerate(spec.jobs)}
+  names = [canonical(d.name) for d in tf.config.list_logical_devices()]
+  names = [n for n in names if tf.DeviceSpec.from_string(n).job in order]
+  return sorted(names, key=lambda n: (order[tf.DeviceSpec.from_string(n).job],
+                                      devices_lib.identity(n)))
+
+
+def names_of(value: Any) -> tuple[str, ...]:
+  """The device names of a cluster given as ``devices=`` (see :func:`is_cluster`).
+
+  :class:`ClusterDevices` names them without connecting.  Any other cluster:
+  the devices this process sees in its :func:`compute_jobs` (it must be
+  connected: the number of devices per task is not in a cluster spec),
+  accelerators when there are any, else CPUs.
+  """
+  if isinstance(value, ClusterDevices):
+    return value.names()
+  spec = spec_of_devices(value)
+  jobs = compute_jobs(spec)
+  seen = [n for n in connected_devices(spec) if tf.DeviceSpec.from_string(n).job in jobs]
+  kinds = [tf.DeviceSpec.from_string(n).device_type for n in seen]
+  accel = [n for n, t in zip(seen, kinds) if t not in ("CPU",)]
+  chosen = accel or [n for n, t in zip(seen, kinds) if t == "CPU"]
+  if not chosen:
+    raise ClusterError(
+        f"devices=<the cluster {spec.as_dict()}>: this process is not connected to it, so "
+        "how many devices each task has is unknown; pass devices=tf_tofu.core.cluster."
+        "ClusterDevices(cluster, devices_per_task=N, device_type='GPU') (planning needs no "
+        "connection), the device names, or connect first (tf_tofu.core.cluster.connect)")
+  return tuple(chosen)
+
+
+def ensure_connected(devices: Sequence[str], cluster: Cluster = None,
+                     timeout_s: float = 30.0) -> tuple[str, ...]:
+  """Makes sure this process can run ops on ``devices`` (names); returns them as the
+  cluster spells them.
+
+  Local devices need nothing.  For remote ones (a job other than ``localhost``):
+  when the process is not connected yet, :func:`connect` (bounded, every address
+  probed first) to ``cluster`` (None: the ``TF_CONFIG`` environment variable);
+  then :func:`check_in_cluster` against the devices the cluster reports.
+  """
+  remote = [d for d in devices if devices_lib.identity(d)[0] != "localhost"]
+  if not remote:
+    return tuple(devices)
+  from tensorflow.python.eager import context
+  if context.context().get_server_def() is None:
+    if cluster is None and not os.environ.get("TF_CONFIG"):
+      raise ClusterError(f"device(s) {remote[:3]} are remote and this process is not "
+                         "connected to a cluster; pass the cluster (devices=a "
+                         "tf.train.ClusterSpec / ClusterDevices / TF_CONFIG), set TF_CONFIG, "
+                         "or call tf_tofu.core.cluster.connect(cluster) first")
+    available = connect(cluster, timeout_s=timeout_s)
+  else:
+    available = [canonical(d.name) for d in tf.config.list_logical_devices()]
+  return check_in_cluster(devices, available)
+
+
+__all__ = ["ClusterDevices", "ClusterError", "JOB_NAME", "addresses_of", "check_in_cluster",
+           "check_reachable", "cluster_devices", "cluster_spec_of", "compute_jobs", "connect",
+           "connected_devices", "ensure_connected", "is_cluster", "names_of", "probe",
+           "spec_of_devices", "split_address"]

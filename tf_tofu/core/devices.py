@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import tensorflow as tf
 from tf_tofu.core.errors import TofuError
 
-Devices = Union[int, Sequence[str]]
+# An int, device names, or a cluster (tf.train.ClusterSpec, resolver, dict, TF_CONFIG JSON,
+# "TF_CONFIG", core.cluster.ClusterDevices: see core.cluster.names_of).
+Devices = Union[int, Sequence[str], Any]
 
 
 def canonical(name: str) -> str:
@@ -48,10 +50,20 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
   ``devices`` as an int k: the first k local GPUs when there are that many,
   otherwise the first k logical CPU devices (``tf.config`` must have split
   the CPU into at least k when ``must_exist``; planning alone only needs the
-  names).  As a list: those names, canonicalised, without duplicates.
+  names).  As a list: those names, canonicalised, without duplicates (remote
+  names, ``/job:worker/replica:0/task:1/device:GPU:0``, too: planning needs
+  no connection).  A cluster (``tf.train.ClusterSpec``, a cluster resolver, a
+  ``{job: [addresses]}`` dict, a ``TF_CONFIG`` JSON string or ``"TF_CONFIG"``,
+  ``core.cluster.ClusterDevices``): its devices (``core.cluster.names_of``).
+  ``must_exist`` checks local names only; remote ones are checked when the
+  plan runs (``core.cluster.ensure_connected``).
   """
+  from tf_tofu.core import cluster as cluster_lib  # cluster imports this module
+  if cluster_lib.is_cluster(devices):
+    return resolve(list(cluster_lib.names_of(devices)))
   if isinstance(devices, bool) or not isinstance(devices, (int, list, tuple)):
-    raise TypeError(f"devices must be an int or a list of device names, got {devices!r}")
+    raise TypeError(f"devices must be an int, a list of device names or a cluster (a "
+                    f"tf.train.ClusterSpec, resolver, dict or TF_CONFIG), got {devices!r}")
   if isinstance(devices, int):
     if devices < 1:
       raise TofuError(f"devices={devices}: need at least one device")
@@ -80,10 +92,11 @@ def resolve(devices: Devices, must_exist: bool = False) -> tuple[str, ...]:
                        "may appear once")
     seen[key] = raw
   if must_exist:
+    names_local = [(raw, n) for raw, n in zip(devices, names) if identity(n)[0] == "localhost"]
     known = {canonical(d.name) for d in tf.config.list_logical_devices()}
     short = {tf.DeviceSpec.from_string(k).replace(job=None, replica=None, task=None).to_string()
              for k in known}
-    for raw, name in zip(devices, names):
+    for raw, name in names_local:
       bare = tf.DeviceSpec.from_string(name).replace(job=None, replica=None, task=None).to_string()
       if name not in known and bare not in short:
         raise TofuError(f"device {raw!r} does not exist here; known devices: {sorted(known)}")

@@ -15,7 +15,14 @@ holds, for ``k = n_1 * ... * n_L`` devices:
   ``search.planners``, "never worse than a baseline");
 * ``memory``: the estimated peak bytes per device (worst, the ideal single
   device / k, their ratio, per device), from the graph and the plan alone
-  (``tf_tofu.layout.memory``, equal to the liveness of the plain rewrite).
+  (``tf_tofu.layout.memory``, equal to the liveness of the plain rewrite);
+* under a topology (``tf_tofu.core.topology``): ``link_bytes``, the predicted
+  bytes per link class (``"local"`` inside a task, ``"network"`` between
+  tasks; exact, from every piece's two devices), ``bandwidth`` (bytes/s per
+  class) and ``comm_time = sum_c link_bytes[c] / bandwidth[c]``, the
+  predicted communication time per step; ``placement`` says which levels the
+  device order puts across tasks (``search.topology_search``).  Plans saved
+  before these fields load with them empty.
 
 It round-trips through JSON: a plan saved, edited and loaded applies the same.
 """
@@ -85,6 +92,10 @@ class Plan:
   search_seconds: float = 0.0   # in the report, not in the JSON (same input, same file)
   found_by: str = ""            # "" = the planner itself
   memory: Optional[Mapping[str, Any]] = None
+  link_bytes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+  bandwidth: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  comm_time: Optional[float] = None   # predicted communication time per step, in seconds
+  placement: str = ""
 
   def __repr__(self) -> str:
     return (f"Plan({self.planner}, {self.k} devices, {self.total_bytes} B/step, "
@@ -111,6 +122,10 @@ class Plan:
         "notes": list(self.notes),
         "found_by": self.found_by or self.planner,
         "memory": dict(self.memory) if self.memory else None,
+        "link_bytes": dict(self.link_bytes),
+        "bandwidth": dict(self.bandwidth),
+        "comm_time": self.comm_time,
+        "placement": self.placement,
         "layouts": {t: [str(s) for s in v] for t, v in sorted(self.layouts.items())},
         "strategies": {o: list(v) for o, v in sorted(self.strategies.items())},
         "op_bytes": dict(sorted(self.op_bytes.items())),
@@ -147,7 +162,12 @@ class Plan:
                  op_groups={k: tuple(v) for k, v in d["op_groups"].items()},
                  objective=float(d["objective"]), proven_optimal=bool(d["proven_optimal"]),
                  notes=tuple(d["notes"]), graph_signature=str(d["graph_signature"]),
-                 found_by=str(d.get("found_by", d["planner"])), memory=d.get("memory"))
+                 found_by=str(d.get("found_by", d["planner"])), memory=d.get("memory"),
+                 link_bytes={str(k): int(v) for k, v in (d.get("link_bytes") or {}).items()},
+                 bandwidth={str(k): float(v) for k, v in (d.get("bandwidth") or {}).items()},
+                 comm_time=(None if d.get("comm_time") is None
+                               else float(d["comm_time"])),
+                 placement=str(d.get("placement") or ""))
     except (KeyError, TypeError, ValueError) as e:
       if isinstance(e, PlanError):
         raise
@@ -185,6 +205,14 @@ class Plan:
         f"; search time {self.search_seconds:.2f} s",
         f"  found by: {self.found_by or self.planner}",
     ]
+    if self.link_bytes or self.comm_time is not None:
+      lines.append("  bytes per link class: " + (", ".join(
+          f"{c} {human_bytes(b)} ({b} B)" for c, b in self.link_bytes.items()) or "none")
+          + (f"; predicted communication {self.comm_time * 1e3:.3f} ms per step at "
+             + ", ".join(f"{c} {bw / 1e9:g} GB/s" for c, bw in self.bandwidth.items())
+             if self.comm_time is not None else ""))
+    if self.placement:
+      lines.append(f"  device order: {self.placement}")
     if memory:
       lines.append(f"  peak memory per device (estimate): worst {human_bytes(memory['worst'])}, "
                    f"ideal {human_bytes(memory['ideal'])} (single device / k), ratio "
@@ -239,8 +267,19 @@ def priced_fields(evaluation) -> dict[str, Any]:
               op_bytes=dict(evaluation.op_bytes), conversions=conversions)
 
 
-def plan_from_search(result, graph, planner: str, devices: Sequence[str]) -> Plan:
-  """Packs a ``recursive.SearchResult`` into a Plan."""
+def link_fields(link_bytes: Mapping[str, int], bandwidth: Mapping[str, float],
+                placement: str = "") -> dict[str, Any]:
+  """The Plan's link fields: bytes per class, bandwidths (bytes/s) of the classes of the
+  plan's links, and ``comm_time = sum_c bytes_c / bandwidth_c``."""
+  used = {c: float(bw) for c, bw in bandwidth.items()}
+  seconds = sum(b / used[c] for c, b in link_bytes.items())
+  return dict(link_bytes=dict(link_bytes), bandwidth=used, comm_time=float(seconds),
+              placement=placement)
+
+
+def plan_from_search(result, graph, planner: str, devices: Sequence[str],
+                     links: Optional[Mapping[str, Any]] = None) -> Plan:
+  """Packs a ``recursive.SearchResult`` into a Plan (``links``: :func:`link_fields`)."""
   groups: dict[str, list[str]] = {}
   for op in graph.ops:
     if op.kind in ("compute", "single"):
@@ -260,4 +299,5 @@ def plan_from_search(result, graph, planner: str, devices: Sequence[str]) -> Pla
               objective=float(result.objective),
               proven_optimal=bool(result.proven_optimal and planner == "tofu"),
               notes=tuple(notes), graph_signature=graph_signature(graph),
-              search_seconds=result.seconds, found_by=result.found_by or planner)
+              search_seconds=result.seconds, found_by=result.found_by or planner,
+              **dict(links or {}))

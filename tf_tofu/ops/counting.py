@@ -13,6 +13,12 @@ graph"):
   blocks), reduce-scatter ``b (n - 1)``, all-reduce ``2 b (n - 1)``
   (reduce-scatter then all-gather) - the totals of the table of docs/method.md section 5.
 
+Per link class (:func:`link_bytes`, under a ``tf_tofu.core.topology.Topology``):
+an edge counts under the class of the link between its two devices; a
+collective instance under ``"local"`` when all its members are devices of one
+task, else wholly under ``"network"`` (how its ring crosses tasks is
+TensorFlow's choice, so the split is not predicted).
+
 Shapes come from :class:`tf_tofu.ops.shapes.StaticShapes` (``_output_shapes``
 where a node has it, otherwise TensorFlow's shape functions on an import that
 does not run the graph).
@@ -65,6 +71,8 @@ class TransferCount:
   received: dict[str, int] = dataclasses.field(default_factory=dict)
   # Edge bytes per (source device, destination device); collectives have no single source.
   between: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+  # The member devices of each collective instance, in the order of ``collectives``.
+  collective_devices: tuple[tuple[str, ...], ...] = ()
 
   @property
   def total(self) -> int:
@@ -112,7 +120,7 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
   for (src, _, device), b in seen.items():
     received[device] += b
     between[(devices[src], device)] += b
-  collectives = []
+  collectives, member_devices = [], []
   for (op, gkey, ikey), members in sorted(instances.items()):
     sizes = {m[1] for m in members}
     if len(sizes) != 1 or len(members) != sizes.pop():
@@ -129,12 +137,27 @@ def transfer_count(graph_def: graph_pb2.GraphDef) -> TransferCount:
     else:  # pragma: no cover - COLLECTIVE_OPS is exhaustive
       raise AssertionError(op)
     collectives.append((op, gkey, ikey, moved))
+    member_devices.append(tuple(m[0] for m in members))
     for device, *_ in members:
       received[device] += moved // n
   edges = tuple(sorted((f"{s}:{i}", d, b) for (s, i, d), b in seen.items()))
   return TransferCount(sum(b for *_, b in edges), sum(c[3] for c in collectives), edges,
                        tuple(collectives), dict(sorted(received.items())),
-                       dict(sorted(between.items())))
+                       dict(sorted(between.items())), tuple(member_devices))
+
+
+def link_bytes(count: TransferCount, topology=None) -> dict[str, int]:
+  """Bytes per link class (module docstring), classes in ``topology.classes`` order, those
+  with no bytes left out; ``topology`` None: classes from the device names."""
+  from tf_tofu.core.topology import LOCAL, NETWORK, Topology
+  topology = topology or Topology()
+  out: dict[str, int] = collections.Counter()
+  for (src, dst), b in count.between.items():
+    out[topology.link_class(src, dst)] += b
+  for (_, _, _, moved), members in zip(count.collectives, count.collective_devices):
+    one_task = len(topology.groups(members)) == 1
+    out[LOCAL if one_task else NETWORK] += moved
+  return {c: out[c] for c in topology.classes if out.get(c)}
 
 
 def pair_table(count: TransferCount, devices: Sequence[str]) -> str:

@@ -14,6 +14,11 @@ tiles (``tf_tofu.layout.tiling``) say what each device holds and computes, and
 A piece belongs to level ``l`` when its two devices first differ at level
 ``l`` (device coordinates, level 1 most significant).  This is what the
 rewritten graph moves between devices, so it is the plan's prediction.
+
+``pair_bytes[(src, dst)]`` is the same total split by the devices (indices)
+each piece goes between: the bytes over each link, so that a topology prices
+them per link class (``search.topology_search``) for any assignment of device
+names to indices.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class Evaluation:
   level_bytes: tuple[int, ...]
   op_bytes: dict[str, int]      # bytes of the conversions an op causes (its inputs and outputs)
   conversions: tuple[Conversion, ...]
+  # (source device, destination device) -> bytes; sums to total_bytes.
+  pair_bytes: Mapping[tuple[int, int], int] = dataclasses.field(default_factory=dict)
 
 
 def piece_level(piece: transfers.Piece, factors: Sequence[int]) -> int:
@@ -81,6 +88,7 @@ class _Pricer:
     self.tiles_cache: dict = {}
     self.pieces_cache: dict = {}
     self.level_bytes = [0] * len(factors)
+    self.pair_bytes: dict[tuple[int, int], int] = collections.defaultdict(int)
     self.op_bytes: dict[str, int] = collections.defaultdict(int)
     self.conversions: list[Conversion] = []
     # tensor -> (reader, slot) -> (per-device need, ops needing it)
@@ -92,24 +100,32 @@ class _Pricer:
       self.held_cache[key] = held_regions(key[0], key[1], self.factors)
     return key, self.held_cache[key]
 
-  def account(self, tensor: str, what: str, levels: Sequence[int], ops: Sequence[str]) -> None:
-    """Adds a conversion of ``levels[l]`` elements at level l, its bytes shared by ``ops``."""
+  def account(self, tensor: str, what: str, counted: tuple, ops: Sequence[str]) -> None:
+    """Adds a conversion of ``levels[l]`` elements at level l (``pairs[(src, dst)]``
+    elements between two devices; ``counted = (levels, pairs)``), its bytes shared by
+    ``ops``."""
+    levels, pairs = counted
     size = self.graph.tensors[tensor].itemsize
     lv = [x * size for x in levels]
     total = sum(lv)
     if total:
       for i, b in enumerate(lv):
         self.level_bytes[i] += b
+      for pair, x in pairs:
+        self.pair_bytes[pair] += x * size
       share = total // len(ops)
       for j, o in enumerate(ops):
         self.op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
       self.conversions.append(Conversion(tensor, what, total, tuple(lv)))
 
-  def elements_per_level(self, pieces) -> list[int]:
+  def elements_per_level(self, pieces) -> tuple[list[int], tuple]:
+    """``(elements per level, ((src, dst), elements) per device pair)`` of ``pieces``."""
     lv = [0] * len(self.factors)
+    pairs: dict[tuple[int, int], int] = collections.defaultdict(int)
     for p in pieces:
       lv[piece_level(p, self.factors)] += p.elements
-    return lv
+      pairs[(p.src, p.dst)] += p.elements
+    return lv, tuple(sorted(pairs.items()))
 
   def add_op(self, op) -> None:
     """Prices what ``op`` produces and records what it needs (priced by :meth:`add_feeds`)."""
@@ -161,4 +177,4 @@ class _Pricer:
 
   def result(self) -> Evaluation:
     return Evaluation(sum(self.level_bytes), tuple(self.level_bytes), dict(self.op_bytes),
-                      tuple(self.conversions))
+                      tuple(self.conversions), dict(sorted(self.pair_bytes.items())))

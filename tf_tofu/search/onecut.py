@@ -13,6 +13,20 @@ own shapes.  Source, read and update ops cost nothing (their tensors are
 tied to what they feed or store).  ``dp.solve`` minimises ``sum_f F_f``
 exactly; each op then takes its argmin strategy, and the runner-up's cost is
 kept for the report.
+
+*Memory term* (``storage_price`` p > 0, the memory-budget search of
+``tf_tofu.search.budget``): every group ``g`` that may be stored either cut or
+replicated gets the unary factor
+
+    M_g(x_g) = p (n - 1) S_g   if x_g = rep,   0 if x_g is a cut,
+
+with ``S_g`` the bytes of the group's largest member in this level's
+sub-problem (members are one tensor's value, gradient, variable, update).
+With ``p = lambda / k`` this is lambda x the bytes that storing ``g``
+replicated at this level adds to each device's final share, in the units of
+this level's cost (see :func:`storage_factors`).  The factors are kept apart
+from the byte factors (``LevelProblem.penalties``): the DP minimises bytes +
+memory term exactly, the level's objective reports bytes alone.
 """
 
 from __future__ import annotations
@@ -197,6 +211,7 @@ class LevelProblem:
   factors: tuple[dp.Factor, ...]
   units: tuple[tuple[tuple[SOp, ...], tuple[int, ...], tuple[tuple[str, ...], ...], np.ndarray], ...]
   aux_sizes: tuple[int, ...] = ()
+  penalties: tuple[dp.Factor, ...] = ()  # the memory term (module docstring), not bytes
 
   def variable_sizes(self) -> list[int]:
     """The domain size of every variable of ``factors``: groups, then unit choices."""
@@ -214,12 +229,13 @@ def _units(graph: SearchGraph) -> list[list[SOp]]:
 def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
-                forced_ops: Mapping[str, str] = {}) -> LevelProblem:
+                forced_ops: Mapping[str, str] = {}, storage_price: float = 0.0) -> LevelProblem:
   """Prices every op group's options against every state of its tensor groups.
 
   A unit's factor is ``F(x) = min over joint member options c of the sum of the
   distinct conversions of c``; a unit whose joint table would exceed
-  ``MAX_JOINT`` entries is priced member by member instead.
+  ``MAX_JOINT`` entries is priced member by member instead.  ``storage_price``
+  > 0 adds the memory term (module docstring) as ``penalties``.
   """
   group_of = {t: g for g, members in enumerate(groups) for t in members}
   domains = []
@@ -277,7 +293,39 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
       progress.update(f"level n={n}: priced {count + 1:,}/{len(todo):,} op groups")
-  return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes))
+  penalties = storage_factors(graph, groups, shapes, domains, n, storage_price)
+  return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes),
+                      penalties)
+
+
+def storage_factors(graph: SearchGraph, groups: Sequence[Sequence[str]],
+                    shapes: Mapping[str, tuple], domains: Sequence[tuple[State, ...]], n: int,
+                    price: float) -> tuple[dp.Factor, ...]:
+  """The memory term: ``M_g(rep) = price (n - 1) S_g``, 0 on cuts, per group that has both.
+
+  Why ``(n - 1) S_g``: a group of ``S_g`` bytes in this level's sub-problem
+  (already shrunk by the levels before, ``G`` groups of workers) ends, if every
+  later level cuts it, as ``S_g / (n r)`` bytes per device when this level
+  cuts it and ``S_g / r`` when it replicates it (``r`` the product of the later
+  factors, ``k = G n r``).  Replicating adds ``S_g (n - 1) / (n r)`` to each
+  device's share; the level's cost counts once per group of workers, so in
+  its units that is ``S_g (n - 1) / (G n r) = S_g (n - 1) / k``: with
+  ``price = lambda / k`` the level minimises ``d_l + lambda x`` (its share of
+  the per-device bytes replication adds).  A tensor group is counted once
+  (its largest member), the way one buffer of it is live at a time.
+  """
+  if not price:
+    return ()
+  out = []
+  for g, members in enumerate(groups):
+    states = domains[g]
+    if REP not in states or all(s == REP for s in states):
+      continue
+    size = max(int(np.prod(shapes[t], dtype=np.int64)) * graph.tensors[t].itemsize
+               for t in members)
+    out.append(dp.Factor((g,), np.array([price * (n - 1) * size if s == REP else 0.0
+                                         for s in states])))
+  return tuple(out)
 
 
 def _entry_pattern(member_tables, members, local) -> tuple:
@@ -429,9 +477,12 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
 def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
-                forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20) -> LevelResult:
-  """Builds the level's factors and solves them exactly with ``dp.solve``."""
+                forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20,
+                storage_price: float = 0.0) -> LevelResult:
+  """Builds the level's factors (with the memory term at ``storage_price``) and solves
+  them exactly with ``dp.solve``; the result's objective is the level's bytes."""
   problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
-                        forced_ops)
-  sol = dp.solve(problem.variable_sizes(), problem.factors, max_table=max_table)
+                        forced_ops, storage_price)
+  sol = dp.solve(problem.variable_sizes(), problem.factors + problem.penalties,
+                 max_table=max_table)
   return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed))

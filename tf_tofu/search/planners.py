@@ -25,6 +25,10 @@ planner that found it.  The guarantee, in the space the options allow:
 ``proven_optimal`` keeps its meaning: every level of Tofu's recursion was
 solved exactly (optimal per level, cut-only storage unless replication is
 allowed); the plan returned moves no more bytes than that recursion's.
+
+**Memory budget.**  With ``options.memory_budget`` set, ``run("tofu", ...)``
+is the budget search of :mod:`tf_tofu.search.budget` (its candidates include
+datapar, and with ``never_worse`` every rival of replicated storage).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from tf_tofu.core import progress
 from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.search import baselines, coarsen, recursive
+from tf_tofu.search import baselines, budget, coarsen, recursive
 from tf_tofu.search.tofu import SearchOptions, level_solver
 
 PLANNERS: Mapping[str, Callable] = {
@@ -78,6 +82,8 @@ def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
   check(planner)
   options = options or SearchOptions()
   groups = coarsen.tensor_groups(graph, describer)
+  if options.memory_budget is not None:
+    return _within_budget(planner, graph, groups, k, describer, options)
   result = _search(planner, graph, groups, k, describer, options)
   if planner != "tofu" or not options.never_worse or k == 1:
     return result
@@ -95,3 +101,41 @@ def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
       f"Tofu's recursion {result.evaluation.total_bytes:,} B; the plan is {best.found_by}'s",)
   return dataclasses.replace(best, proven_optimal=result.proven_optimal, seconds=seconds,
                              notes=notes)
+
+
+def _within_budget(planner: str, graph: SearchGraph, groups, k: int, describer: Describer,
+                   options: SearchOptions) -> recursive.SearchResult:
+  """``budget.search`` with :func:`budget_rivals`."""
+  if planner != "tofu":
+    raise TofuError(f"memory_budget is an option of the tofu planner, not of {planner!r}; "
+                    "drop it, or plan with planner='tofu'")
+  if options.allow_rep_storage:
+    raise TofuError("memory_budget decides which tensors are stored replicated; drop "
+                    "allow_rep_storage")
+  return budget.search(graph, groups, k, describer, options, budget_rivals(options))
+
+
+def budget_rivals(options: SearchOptions) -> dict[str, Callable]:
+  """The baselines whose plans the budget search weighs too: datapar (it stores
+  replicated), and with ``never_worse`` every rival of replicated storage."""
+  names = rivals(dataclasses.replace(options, allow_rep_storage=True)) if (
+      options.never_worse) else ("datapar",)
+  return {name: PLANNERS[name] for name in names}
+
+
+def trade_off(graph: SearchGraph, k: int, describer: Describer, budgets,
+              options: Optional[SearchOptions] = None) -> list:
+  """``run("tofu", ...)`` at each of ``budgets`` (bytes, math.inf) from one set of
+  candidates (``budget.frontier`` at the smallest budget: the same bytes as planning
+  each budget apart); per budget ``(SearchResult, exact worst-device peak)``, or the
+  TofuError it raises."""
+  options = dataclasses.replace(options or SearchOptions(), memory_budget=min(budgets))
+  groups = coarsen.tensor_groups(graph, describer)
+  tried = budget.frontier(graph, groups, k, describer, options, budget_rivals(options))
+  out = []
+  for b in budgets:
+    try:
+      out.append(budget.pick(tried, b, graph))
+    except TofuError as e:
+      out.append(e)
+  return out

@@ -12,7 +12,10 @@ is
 with ``d_l`` the level's one-cut optimum.  Every order's plan is then priced
 exactly (``evaluate``: every piece of every device, uneven groups included)
 and the cheapest order is kept; ties go to the earlier order in sorted
-order, so the same input always gives the same plan.
+order, so the same input always gives the same plan.  Every order's plan is
+kept too (``SearchResult.candidates``): under a topology
+(``search.topology_search.place``) the order and the device order are chosen
+again, by predicted time.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class SearchResult:
   seconds: float
   found_by: str = ""              # the planner whose search produced this plan
   notes: tuple[str, ...] = ()
+  # Every factor order's result (in the order tried; each without candidates of its own).
+  candidates: tuple["SearchResult", ...] = ()
 
 
 # A level solver: (graph, groups, contexts, shapes, n, level index) -> LevelResult.
@@ -117,6 +122,7 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: Leve
   if k == 1:
     orders = [()]
   best: Optional[SearchResult] = None
+  candidates = []
   for order in orders:
     results, layouts, strategies = run_levels(graph, groups, order, describer, solve)
     progress.update(f"factor order {tuple(order)}: counting the plan's bytes exactly")
@@ -129,6 +135,8 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: Leve
                         all(r.proven_optimal for r in results), tuple(orders), 0.0,
                         notes=level_notes(results))
     progress.update(f"factor order {order}: {ev.total_bytes:,} bytes per step")
+    candidates.append(cand)
     if best is None or ev.total_bytes < best.evaluation.total_bytes:
       best = cand
-  return dataclasses.replace(best, seconds=time.perf_counter() - start)
+  return dataclasses.replace(best, seconds=time.perf_counter() - start,
+                             candidates=tuple(candidates))

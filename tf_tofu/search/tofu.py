@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Optional
 
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.core.states import State
@@ -26,6 +26,13 @@ class SearchOptions:
       the fewest bytes, evaluated exactly (``planners.run``).  Off by default:
       it runs four more searches (on Keras MobileNetV2 at k = 4 planning took
       about 5x as long).
+    memory_budget: the most bytes any device may hold at its peak
+      (``tf_tofu.layout.memory.plan_peak``), or None (no budget: Tofu's
+      cut-only storage, today's plans).  With a budget the search may store
+      tensor groups replicated where that moves fewer bytes and returns the
+      fewest-bytes plan that fits (``tf_tofu.search.budget``); ``math.inf``
+      allows replication everywhere.  Parse "16GiB"-style strings with
+      ``budget.parse_memory_budget``.
   """
 
   max_table: int = 1 << 20
@@ -33,6 +40,7 @@ class SearchOptions:
   tensor_states: Mapping[str, tuple[State, ...]] = dataclasses.field(default_factory=dict)
   op_strategies: Mapping[str, str] = dataclasses.field(default_factory=dict)
   never_worse: bool = False
+  memory_budget: Optional[float] = None
 
 
 def group_constraints(groups, tensor_states: Mapping[str, tuple[State, ...]], n: int,
@@ -56,11 +64,17 @@ def group_constraints(groups, tensor_states: Mapping[str, tuple[State, ...]], n:
   return out
 
 
-def level_solver(describer: Describer, options: SearchOptions):
+def level_solver(describer: Describer, options: SearchOptions,
+                 storage_price: Optional[float] = None):
+  """Tofu's level solver: the exact one-cut DP.  ``storage_price`` (None: storage as
+  ``options.allow_rep_storage`` says) allows replicated storage at that price per byte
+  (``onecut.storage_factors``; 0: replication free)."""
+  allow_rep = options.allow_rep_storage or storage_price is not None
+
   def solve(graph, groups, contexts, shapes, n, level):
     del level
     allowed = group_constraints(groups, options.tensor_states, n, shapes)
     return onecut.solve_level(graph, groups, contexts, shapes, n, describer, allowed,
-                              allow_rep=options.allow_rep_storage,
-                              forced_ops=options.op_strategies, max_table=options.max_table)
+                              allow_rep=allow_rep, forced_ops=options.op_strategies,
+                              max_table=options.max_table, storage_price=storage_price or 0.0)
   return solve
