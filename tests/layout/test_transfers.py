@@ -47,6 +47,20 @@ class GatherTest(parameterized.TestCase):
     self.assertEqual(regions[1], Region.of([(0, 4), (3, 6)]))
     self.assertEqual(regions[2], Region.of([(4, 8), (0, 3)]))
 
+  @parameterized.parameters(((2, 2, 2, 2, 2, 2), (Cut(0), Cut(1), REP, Cut(0), Cut(1), Cut(0)),
+                              (Cut(1), Cut(1), Cut(0), REP, Cut(0), Cut(1))),
+                             ((3, 2, 2), (Cut(1), REP, Cut(0)), (REP, Cut(0), Cut(1))))
+  def test_the_overlap_index_finds_what_every_intersection_finds(self, f, have_l, need_l):
+    shape = (24, 20)
+    have = tiling.held_regions(shape, list(have_l), f)
+    need = tiling.held_regions(shape, list(need_l), f)
+    got = [(p.src, p.dst, p.region) for p in transfers.gather(have, need, f)]
+    boxes = transfers.distinct_boxes(have)
+    want = [(transfers.nearest(d, boxes[b], f), d, n.intersect(b))
+            for d, n in enumerate(need) if n.volume
+            for b in boxes if b != have[d] and n.intersect(b).volume]
+    self.assertEqual(got, want)
+
   def test_overlapping_boxes_rejected(self):
     with self.assertRaisesRegex(ValueError, "overlap"):
       transfers.gather([Region.of([(0, 5), (0, 6)]), Region.of([(3, 8), (0, 6)])],
