@@ -286,10 +286,17 @@ def connect(cluster: Cluster = None, timeout_s: float = 30.0, job_name: str = "l
   except tf.errors.OpError as e:
     raise ClusterError(f"TensorFlow could not connect to the cluster {spec.as_dict()}: "
                        f"{e.message}; check that every server runs this cluster spec") from None
+  return _in_cluster_order(spec, listed)
+
+
+def _in_cluster_order(spec: tf.train.ClusterSpec, listed) -> list[str]:
+  """The names of the logical devices ``listed`` that belong to ``spec``'s jobs,
+  canonical, in job, task and device order."""
   order = {j: i for i, j in enumerate(spec.jobs)}
   names = [canonical(d.name) for d in listed]
   names = [n for n in names if tf.DeviceSpec.from_string(n).job in order]
-  return sorted(names, key=lambda n: (order[tf.DeviceSpec.from_string(n).job], devices_lib.identity(n)))
+  return sorted(names, key=lambda n: (order[tf.DeviceSpec.from_string(n).job],
+                                      devices_lib.identity(n)))
 
 
 def check_in_cluster(devices: Sequence[str], available: Sequence[str]) -> tuple[str, ...]:
@@ -376,11 +383,7 @@ def connected_devices(spec: tf.train.ClusterSpec) -> list[str]:
   from tensorflow.python.eager import context
   if context.context().get_server_def() is None:
     return []
-  order = {j: i for i, j in enumerate(spec.jobs)}
-  names = [canonical(d.name) for d in tf.config.list_logical_devices()]
-  names = [n for n in names if tf.DeviceSpec.from_string(n).job in order]
-  return sorted(names, key=lambda n: (order[tf.DeviceSpec.from_string(n).job],
-                                      devices_lib.identity(n)))
+  return _in_cluster_order(spec, tf.config.list_logical_devices())
 
 
 def names_of(value: Any) -> tuple[str, ...]:
