@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import tensorflow as tf
 
 from tf_tofu.models.common import TrainStep, check_choice, check_dtype, tf_variables
@@ -132,7 +131,10 @@ ACTIVATIONS = ("relu", "sigmoid", "softmax", "softplus", "softsign", "tanh", "se
                "log_sigmoid", "sparsemax")
 
 
-def _application(name: str, size: int, **kwargs):
+def application(name: str, size: int, **kwargs) -> Callable[[], Any]:
+  """A builder of ``keras.applications.<name>`` without weights on ``size`` x ``size`` RGB
+  images and ``CLASSES`` logits (for :func:`train_step`)."""
+
   def build():
     import keras
     cls = getattr(keras.applications, name)
@@ -142,12 +144,12 @@ def _application(name: str, size: int, **kwargs):
 
 
 APPLICATIONS: dict[str, Callable[[], Any]] = {
-    "ResNet50": _application("ResNet50", 32),
-    "MobileNetV2": _application("MobileNetV2", 32, alpha=0.35),
-    "EfficientNetB0": _application("EfficientNetB0", 32),
-    "DenseNet121": _application("DenseNet121", 32),
-    "InceptionV3": _application("InceptionV3", 75),
-    "ConvNeXtTiny": _application("ConvNeXtTiny", 32),
+    "ResNet50": application("ResNet50", 32),
+    "MobileNetV2": application("MobileNetV2", 32, alpha=0.35),
+    "EfficientNetB0": application("EfficientNetB0", 32),
+    "DenseNet121": application("DenseNet121", 32),
+    "InceptionV3": application("InceptionV3", 75),
+    "ConvNeXtTiny": application("ConvNeXtTiny", 32),
 }
 
 
@@ -229,12 +231,6 @@ def train_step(make_model: Callable[[], Any], name: str, optimizer: str = "adam"
                    optimizer_variables=tf_variables(opt.variables), graph=None,
                    config={"loss": loss}, input_ranges=(x_range, (0, CLASSES) if sparse
                                                         else (0.0, 1.0)))
-
-
-def application(name: str, size: int, **kwargs) -> Callable[[], Any]:
-  """A builder of ``keras.applications.<name>`` without weights on ``size`` x ``size`` RGB
-  images and ``CLASSES`` logits (for :func:`train_step`)."""
-  return _application(name, size, **kwargs)
 
 
 __all__ = ["ACTIVATIONS", "APPLICATIONS", "BATCH", "CLASSES", "LOSSES", "OPTIMIZERS", "application",
