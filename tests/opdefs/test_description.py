@@ -12,7 +12,7 @@ import numpy as np
 from absl.testing import absltest, parameterized
 
 from tf_tofu.core.regions import Region
-from tf_tofu.opdefs import analysis, tdl
+from tf_tofu.opdefs import analysis, description, tdl
 from tf_tofu.opdefs.description import (DescriptionError, OpContext, Semantics, ShardSpec,
                                         TensorInfo, TensorRef, WorkerView)
 
@@ -65,6 +65,33 @@ class TensorInfoTest(parameterized.TestCase):
     t = TensorInfo((2,), "float32")
     with self.assertRaises(dataclasses.FrozenInstanceError):
       t.shape = (3,)
+
+  @parameterized.named_parameters(("bytes", (4, 8)), ("digest", (64, 64)))
+  def test_value_key_is_equal_exactly_when_the_values_are(self, shape):
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    key = TensorInfo(shape, "float32", a).value_key()
+    self.assertEqual(key, TensorInfo(shape, "float32", a.copy()).value_key())
+    changed = a.copy()
+    changed[-1, -1] += 1
+    self.assertNotEqual(key, TensorInfo(shape, "float32", changed).value_key())
+    self.assertNotEqual(key, TensorInfo(shape[::-1], "float32", a.T).value_key())
+    self.assertNotEqual(key, TensorInfo(shape, "float64", a.astype(np.float64)).value_key())
+    self.assertIsNone(TensorInfo(shape, "float32").value_key())
+    # Beyond DIGEST_ABOVE bytes the key holds a 16-byte digest, not the bytes.
+    self.assertLen(key[-1], 16 if a.nbytes > description.DIGEST_ABOVE else a.nbytes)
+
+  def test_block_slices_the_value_and_keys_it_by_its_region(self):
+    a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    t = TensorInfo(a.shape, "float32", a)
+    top, bottom = Region.of([(0, 32), (0, 64)]), Region.of([(32, 64), (0, 64)])
+    b0, b1 = t.block(top), t.block(bottom)
+    np.testing.assert_array_equal(b1.value, a[32:])
+    self.assertEqual(b0.shape, (32, 64))
+    self.assertNotEqual(b0.value_key(), b1.value_key())
+    self.assertEqual(b0.value_key(), t.block(top).value_key())
+    small = TensorInfo((4,), "int32", np.arange(4, dtype=np.int32)).block(Region.of([(1, 3)]))
+    self.assertEqual(small.value_key(), TensorInfo((2,), "int32", np.array([1, 2], np.int32)).value_key())
+    self.assertIsNone(TensorInfo((4,), "int32").block(Region.of([(1, 3)])).value)
 
 
 class TensorRefTest(absltest.TestCase):

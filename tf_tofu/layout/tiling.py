@@ -131,9 +131,7 @@ def _sub_context(ctx: OpContext, view, spec) -> OpContext:
     elif view.input_regions[i] is None:
       inputs.append(info)
     else:
-      reg = view.input_regions[i]
-      value = None if info.value is None else np.asarray(info.value)[reg.slices()]
-      inputs.append(TensorInfo(reg.shape, info.dtype, value))
+      inputs.append(info.block(view.input_regions[i]))
   outputs = tuple(TensorInfo(r.shape, o.dtype) for r, o in zip(view.output_regions, ctx.outputs))
   attrs = dict(ctx.attrs)
   attrs.update(spec.attrs)

@@ -23,6 +23,7 @@ Inputs come in three kinds:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -48,6 +49,44 @@ class TensorInfo:
     if any(d is None or d < 0 for d in self.shape):
       raise DescriptionError(f"tensor has unknown dims {self.shape}")
     object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+  def value_key(self):
+    """A hashable stand-in for ``value`` (None without one): :func:`array_key`,
+    computed once per TensorInfo (a folded constant can be tens of MB, and
+    every description lookup keys on it)."""
+    try:
+      return self.__dict__["_value_key"]
+    except KeyError:
+      key = None if self.value is None else array_key(self.value)
+      object.__setattr__(self, "_value_key", key)
+      return key
+
+  def block(self, region: Region) -> "TensorInfo":
+    """The facts of ``region`` of this tensor (its value sliced, if known).  A
+    large value's key is derived from this one's and the region, not hashed
+    again: equal keys still mean equal values."""
+    if self.value is None:
+      return TensorInfo(region.shape, self.dtype)
+    out = TensorInfo(region.shape, self.dtype, np.asarray(self.value)[region.slices()])
+    if out.value.nbytes > DIGEST_ABOVE:
+      object.__setattr__(out, "_value_key", ("block", self.value_key(),
+                                             tuple((i.lo, i.hi) for i in region.intervals)))
+    return out
+
+
+# Arrays above this many bytes are keyed by a digest of their bytes, not the bytes.
+DIGEST_ABOVE = 1024
+
+
+def array_key(a: np.ndarray) -> tuple:
+  """A hashable key equal for two arrays exactly when their dtype, shape and
+  elements are equal: the bytes themselves up to ``DIGEST_ABOVE`` bytes, a
+  128-bit BLAKE2b digest of them beyond (so that looking a key up never
+  compares megabytes; a collision is as likely as a random 128-bit match)."""
+  if a.nbytes <= DIGEST_ABOVE:
+    return ("nd", a.dtype.str, a.shape, a.tobytes())
+  digest = hashlib.blake2b(np.ascontiguousarray(a).data, digest_size=16).digest()
+  return ("nd-blake2b", a.dtype.str, a.shape, digest)
 
 
 class TensorRef:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from tf_tofu.opdefs.description import OpContext, Semantics
+from tf_tofu.opdefs.description import OpContext, Semantics, array_key
 
 DescribeFn = Callable[[OpContext], Semantics]
 
@@ -55,7 +55,7 @@ def _freeze(x):
   """A hashable, order-stable form of an attribute or constant value."""
   import numpy as np
   if isinstance(x, np.ndarray):
-    return ("nd", x.dtype.str, x.shape, x.tobytes())
+    return array_key(x)
   if isinstance(x, dict):
     return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
   if isinstance(x, (list, tuple)):
@@ -66,8 +66,7 @@ def _freeze(x):
 def context_key(op: OpContext) -> tuple:
   """What a description depends on: type, attributes, input and output facts."""
   return (op.op_type, _freeze(dict(op.attrs)),
-          tuple((t.shape, t.dtype, None if t.value is None else _freeze(t.value))
-                for t in op.inputs),
+          tuple((t.shape, t.dtype, t.value_key()) for t in op.inputs),
           tuple((t.shape, t.dtype) for t in op.outputs))
 
 
