@@ -1,7 +1,8 @@
 """Benchmarks the planner: search time against k, and predicted bytes per planner.
 
-    python tools/bench_search.py                 # the paper-sized models and the 256-step
-                                                 # RNNLM, writes docs/benchmarks.md
+    python tools/bench_search.py                 # the paper-sized models, a 12-layer Keras
+                                                 # Transformer and the 256-step RNNLM,
+                                                 # writes docs/benchmarks.md
     python tools/bench_search.py --models=mlp --sizes=tiny --nowrite
 
 Prints one line per (model, k, planner) and writes two sections of
@@ -27,7 +28,7 @@ import benchdoc  # noqa: E402
 from zoo_graphs import build_graph  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24", "rnnlm256"],
+flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24", "keras_gpt12", "rnnlm256"],
                   "Zoo keys to benchmark.")
 flags.DEFINE_enum("sizes", "paper", ["paper", "tiny"], "Paper-sized or tiny models.")
 flags.DEFINE_list("ks", ["2", "4", "6", "8", "16", "64"], "Device counts for the timing table.")

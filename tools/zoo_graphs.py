@@ -9,19 +9,26 @@ GPT24 = dict(layers=24, d_model=2048, heads=16, seq=1024, vocab=50257, batch=8, 
 # ops with hundreds of inputs (the unstack's gradient, the logits' concat, the AddN of
 # 256 per-step weight gradients).
 RNNLM256 = dict(layers=2, hidden=2048, steps=256, batch=64, vocab=100000)
+# A 12-layer pre-norm Keras 3 Transformer (MultiHeadAttention, gelu MLP, Adam): the
+# zoo's GPT in its Keras flavour at PaSE's Transformer width; about 11,600 ops traced.
+KERAS_GPT12 = dict(layers=12, d_model=512, heads=8, seq=256, vocab=32000, batch=64, tied=True)
 
 
 def build_graph(key: str, sizes: str):
   import tf_tofu
   from tf_tofu import models
   if sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"; "rnnlm256" -> the tiny "lstm"
-    family = "lstm" if key == "rnnlm256" else max(
+    family = {"rnnlm256": "lstm", "keras_gpt12": "gpt"}.get(key) or max(
         (f for f in models.TINY if key.startswith(f)), key=len)
-    step = models.tiny(family, materialize=False)
+    step = models.tiny(family, materialize=False,
+                       **(dict(flavor="keras", optimizer="adam") if key == "keras_gpt12" else {}))
   elif key == "gpt24":
     step = models.build("gpt", materialize=False, **GPT24)
   elif key == "rnnlm256":
     step = models.build("lstm", materialize=False, **RNNLM256)
+  elif key == "keras_gpt12":
+    step = models.build("gpt", flavor="keras", optimizer="adam", materialize=False,
+                        **KERAS_GPT12)
   else:
     step = models.paper(key)
   start = time.perf_counter()
