@@ -14,21 +14,26 @@ RNNLM256 = dict(layers=2, hidden=2048, steps=256, batch=64, vocab=100000)
 KERAS_GPT12 = dict(layers=12, d_model=512, heads=8, seq=256, vocab=32000, batch=64, tied=True)
 
 
+# Keys that are not Tofu's paper models: key -> (zoo family, build style, paper size).
+OTHERS = {
+    "gpt24": ("gpt", {}, GPT24),
+    "rnnlm256": ("lstm", {}, RNNLM256),
+    "keras_gpt12": ("gpt", dict(flavor="keras", optimizer="adam"), KERAS_GPT12),
+}
+
+
 def build_graph(key: str, sizes: str):
+  """``(step, traced graph, trace seconds)`` of a paper key ("wresnet152") or one of
+  ``OTHERS``, at its own size or (``sizes="tiny"``) its family's tiny size, same style."""
   import tf_tofu
   from tf_tofu import models
-  if sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"; "rnnlm256" -> the tiny "lstm"
-    family = {"rnnlm256": "lstm", "keras_gpt12": "gpt"}.get(key) or max(
-        (f for f in models.TINY if key.startswith(f)), key=len)
-    step = models.tiny(family, materialize=False,
-                       **(dict(flavor="keras", optimizer="adam") if key == "keras_gpt12" else {}))
-  elif key == "gpt24":
-    step = models.build("gpt", materialize=False, **GPT24)
-  elif key == "rnnlm256":
-    step = models.build("lstm", materialize=False, **RNNLM256)
-  elif key == "keras_gpt12":
-    step = models.build("gpt", flavor="keras", optimizer="adam", materialize=False,
-                        **KERAS_GPT12)
+  if key in OTHERS:
+    family, style, size = OTHERS[key]
+    step = (models.tiny(family, materialize=False, **style) if sizes == "tiny" else
+            models.build(family, materialize=False, **style, **size))
+  elif sizes == "tiny":  # "wresnet152" -> the tiny "wresnet"
+    step = models.tiny(max((f for f in models.TINY if key.startswith(f)), key=len),
+                       materialize=False)
   else:
     step = models.paper(key)
   start = time.perf_counter()
