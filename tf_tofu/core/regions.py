@@ -79,6 +79,14 @@ class Region:
 
   intervals: tuple[Interval, ...]
 
+  def __hash__(self) -> int:
+    # Computed once: regions are dictionary keys in every price and piece cache.
+    h = self.__dict__.get("_hash")
+    if h is None:
+      h = hash(self.intervals)
+      object.__setattr__(self, "_hash", h)
+    return h
+
   @classmethod
   def whole(cls, shape: Sequence[int]) -> "Region":
     return cls(tuple(Interval(0, int(d)) for d in shape))

@@ -64,10 +64,29 @@ def _freeze(x):
 
 
 def context_key(op: OpContext) -> tuple:
-  """What a description depends on: type, attributes, input and output facts."""
-  return (op.op_type, _freeze(dict(op.attrs)),
-          tuple((t.shape, t.dtype, t.value_key()) for t in op.inputs),
-          tuple((t.shape, t.dtype) for t in op.outputs))
+  """What a description depends on: type, attributes, input and output facts.
+
+  Computed once per OpContext and kept on it (contexts are not modified once
+  built; the search keys every op's context at every level of every planner).
+  """
+  key = op.__dict__.get("_context_key")
+  if key is None:
+    key = _HashedOnce((op.op_type, _freeze(dict(op.attrs)),
+                       tuple((t.shape, t.dtype, t.value_key()) for t in op.inputs),
+                       tuple((t.shape, t.dtype) for t in op.outputs)))
+    op.__dict__["_context_key"] = key
+  return key
+
+
+class _HashedOnce(tuple):
+  """A tuple that computes its (deep) hash once: context keys are parts of the keys of
+  every description, price, tile and piece cache."""
+
+  def __hash__(self) -> int:
+    h = self.__dict__.get("h")
+    if h is None:
+      h = self.__dict__["h"] = tuple.__hash__(self)
+    return h
 
 
 class Describer:

@@ -52,7 +52,7 @@ def _solver_with(allowed_fn: Callable, describer: Describer, options: SearchOpti
                  exact: bool = True):
   """A level solver whose group domains are narrowed by ``allowed_fn``."""
 
-  def solve(graph, groups, contexts, shapes, n, level):
+  def solve(graph, groups, contexts, shapes, n, level, pricing=None):
     allowed = group_constraints(groups, options.tensor_states, n, shapes)
     for g, states in allowed_fn(graph, groups, shapes, n, level).items():
       cand = onecut.candidate_states(shapes[groups[g][0]], n, True)
@@ -60,7 +60,8 @@ def _solver_with(allowed_fn: Callable, describer: Describer, options: SearchOpti
       if keep:
         allowed[g] = keep
     problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
-                                 options.allow_rep_storage, options.op_strategies)
+                                 options.allow_rep_storage, options.op_strategies,
+                                 cache=pricing)
     sol = dp.solve(problem.variable_sizes(), problem.factors, options.max_table)
     return onecut.finish_level(problem, sol.assignment, False, sol.width, len(sol.fixed))
 
@@ -92,22 +93,23 @@ def equalchop(describer, options):
   first: dict[int, State] = {}
   tofu_level = level_solver(describer, options)
 
-  def solve(graph, groups, contexts, shapes, n, level):
+  def solve(graph, groups, contexts, shapes, n, level, pricing=None):
     if level == 0:
-      res = tofu_level(graph, groups, contexts, shapes, n, level)
+      res = tofu_level(graph, groups, contexts, shapes, n, level, pricing)
       first.clear()
       first.update(enumerate(res.group_states))
       return res
     return _solver_with(lambda *_: {g: (s,) for g, s in first.items()}, describer,
-                        options)(graph, groups, contexts, shapes, n, level)
+                        options)(graph, groups, contexts, shapes, n, level, pricing)
   return solve
 
 
 def spartan(describer, options):
-  def solve(graph, groups, contexts, shapes, n, level):
+  def solve(graph, groups, contexts, shapes, n, level, pricing=None):
     allowed = group_constraints(groups, options.tensor_states, n, shapes)
     problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
-                                 options.allow_rep_storage, options.op_strategies)
+                                 options.allow_rep_storage, options.op_strategies,
+                                 cache=pricing)
     sizes = [graph.tensors[m[0]].itemsize * int(np.prod(shapes[m[0]])) for m in groups]
     decided: dict[int, int] = {}
     by_group: dict[int, list[dp.Factor]] = {}

@@ -70,6 +70,7 @@ from tf_tofu.layout.liveness import peak_memory
 from tf_tofu.layout.memory import plan_schedule
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import recursive
+from tf_tofu.search.memo import SearchMemo
 from tf_tofu.search.tofu import SearchOptions, level_solver
 
 BISECTION_STEPS = 8
@@ -150,7 +151,8 @@ def largest_shards(graph: SearchGraph, result: recursive.SearchResult, top: int 
 
 
 def search(graph: SearchGraph, groups, k: int, describer: Describer, options: SearchOptions,
-           rivals: Mapping[str, Callable]) -> recursive.SearchResult:
+           rivals: Mapping[str, Callable], memo: Optional[SearchMemo] = None
+           ) -> recursive.SearchResult:
   """The fewest-bytes plan within ``options.memory_budget`` (module docstring).
 
   Args:
@@ -158,13 +160,15 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, options: Se
     options: the search options; ``memory_budget`` is set.
     rivals: planner name -> level-solver factory ``(describer, options)`` of the
       baselines whose plans are candidates too.
+    memo: work shared by the searches (``search.memo``; one is made if None).
   """
-  tried = frontier(graph, groups, k, describer, options, rivals)
+  tried = frontier(graph, groups, k, describer, options, rivals, memo)
   return pick(tried, options.memory_budget, graph)[0]
 
 
 def frontier(graph: SearchGraph, groups, k: int, describer: Describer, options: SearchOptions,
-             rivals: Mapping[str, Callable]) -> list[Candidate]:
+             rivals: Mapping[str, Callable], memo: Optional[SearchMemo] = None
+             ) -> list[Candidate]:
   """Every candidate of the budget search, in the order of the module docstring.
 
   The first is cut-only Tofu; ``options.memory_budget`` only decides whether
@@ -173,11 +177,12 @@ def frontier(graph: SearchGraph, groups, k: int, describer: Describer, options: 
   """
   budget = options.memory_budget
   plain = dataclasses.replace(options, memory_budget=None)
+  memo = memo if memo is not None else SearchMemo(describer)
   tried: list[Candidate] = []
 
   def run(label: str, solver, found_by: str = "tofu") -> Candidate:
     progress.update(f"memory budget {show_budget(budget)}: {label}")
-    result = recursive.search(graph, groups, k, describer, solver)
+    result = recursive.search(graph, groups, k, describer, solver, memo=memo)
     result = dataclasses.replace(result, found_by=found_by)
     tried.append(Candidate(result, exact_peak(graph, result, describer), label))
     return tried[-1]

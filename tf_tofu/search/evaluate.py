@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from tf_tofu.layout import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
@@ -61,14 +61,36 @@ def piece_level(piece: transfers.Piece, factors: Sequence[int]) -> int:
   raise ValueError("a piece from a device to itself")
 
 
+class EvalCache:
+  """Tiles and pieces of plans with one factor order, each a pure function of its key.
+
+  ``held[(shape, layout)]``: every device's block; ``tiles[(op context key,
+  strategy)]``: every device's tile of the op; ``pieces[...]``: the elements a
+  conversion moves, per level and per device pair.  One cache may serve every
+  plan of a search with these factors (the planners of one ``planners.run``
+  agree on most tensors and ops), and never changes a result.
+  """
+
+  def __init__(self, factors: Sequence[int]):
+    self.factors = tuple(factors)
+    self.held: dict = {}
+    self.tiles: dict = {}
+    self.pieces: dict = {}
+
+
 def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, Sequence[State]],
-             strategies: Mapping[str, Sequence[str]], describer: Describer) -> Evaluation:
+             strategies: Mapping[str, Sequence[str]], describer: Describer,
+             cache: Optional[EvalCache] = None) -> Evaluation:
   """Exact bytes of the plan; see the module docstring.
 
   Identical ops (same signature and strategy) share their tiles, and equal
-  (layout, need) pairs share their pieces, so repeated blocks are priced once.
+  (layout, need) pairs share their pieces, so repeated blocks are priced once;
+  ``cache`` (for these ``factors``) carries them over from other plans.
   """
-  pricer = _Pricer(graph, tuple(factors), layouts, strategies, describer)
+  cache = cache if cache is not None else EvalCache(factors)
+  if cache.factors != tuple(factors):
+    raise ValueError(f"an EvalCache of factors {cache.factors} used for factors {tuple(factors)}")
+  pricer = _Pricer(graph, tuple(factors), layouts, strategies, describer, cache)
   for op in graph.ops:
     pricer.add_op(op)
   pricer.add_feeds()
@@ -80,13 +102,13 @@ class _Pricer:
 
   def __init__(self, graph: SearchGraph, factors: tuple[int, ...],
                layouts: Mapping[str, Sequence[State]], strategies: Mapping[str, Sequence[str]],
-               describer: Describer):
+               describer: Describer, cache: EvalCache):
     self.graph, self.factors, self.layouts = graph, factors, layouts
     self.strategies, self.describer = strategies, describer
     self.k = num_devices(factors)
-    self.held_cache: dict = {}
-    self.tiles_cache: dict = {}
-    self.pieces_cache: dict = {}
+    self.held_cache = cache.held
+    self.tiles_cache = cache.tiles
+    self.pieces_cache = cache.pieces
     self.level_bytes = [0] * len(factors)
     self.pair_bytes: dict[tuple[int, int], int] = collections.defaultdict(int)
     self.op_bytes: dict[str, int] = collections.defaultdict(int)

@@ -32,7 +32,6 @@ memory term exactly, the level's objective reports bytes alone.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -106,51 +105,92 @@ def _slots(op: SOp, ctx, meta) -> list[tuple[str, int]]:
 
 
 class _Pricer:
-  """Cost vectors of one conversion over a group's candidate states, memoised."""
+  """Cost vectors of one conversion over a group's candidate states, memoised per
+  vector and per state (a baseline's narrowed domain reuses Tofu's prices)."""
 
   def __init__(self, n: int):
     self.n = n
     self.cache: dict = {}
+    self.per_state: dict = {}
+
+  def _vector(self, key, states, price) -> np.ndarray:
+    vec = self.cache.get(key)
+    if vec is None:
+      vec = np.zeros(len(states))
+      for j, st in enumerate(states):
+        one = key[:2] + (st,) + key[3:]
+        if one not in self.per_state:
+          self.per_state[one] = price(held_regions(key[1], [st], (self.n,)))
+        vec[j] = self.per_state[one]
+      self.cache[key] = vec
+    return vec
 
   def feed(self, shape, states, need, itemsize) -> np.ndarray:
-    key = ("in", shape, states, need, itemsize)
-    if key not in self.cache:
-      vec = np.zeros(len(states))
-      for j, st in enumerate(states):
-        held = held_regions(shape, [st], (self.n,))
-        vec[j] = sum(p.elements for p in transfers.gather(held, list(need), (self.n,))) * itemsize
-      self.cache[key] = vec
-    return self.cache[key]
+    return self._vector(("in", shape, states, need, itemsize), states, lambda held: sum(
+        p.elements for p in transfers.gather(held, list(need), (self.n,))) * itemsize)
 
   def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
-    key = ("out", shape, states, regions, keys, itemsize)
-    if key not in self.cache:
-      vec = np.zeros(len(states))
-      for j, st in enumerate(states):
-        held = held_regions(shape, [st], (self.n,))
-        pieces = transfers.produce_into(list(regions), list(keys), held, (self.n,))
-        vec[j] = sum(p.elements for p in pieces) * itemsize
-      self.cache[key] = vec
-    return self.cache[key]
+    return self._vector(("out", shape, states, regions, keys, itemsize), states, lambda held: sum(
+        p.elements for p in transfers.produce_into(list(regions), list(keys), held,
+                                                   (self.n,))) * itemsize)
 
 
-def _member_options(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, pricer,
-                    forced, skeletons: dict):
+class PricingCache:
+  """What pricing a level with ``n`` workers memoises, each a pure function of its key:
+  conversion prices (``pricer``), every op signature's priced options
+  (``skeletons``), every op group's table (``tables``), whole level problems
+  (``problems``: the same graph, groups, sub-op contexts (by object), shapes,
+  domains, forced strategies and storage price) and their DP solutions
+  (``solutions``).  One cache may serve every level with ``n`` workers of every
+  planner on one graph (``search.memo``): the levels of the planners agree on
+  most ops' sub-problems, and their first levels are often the same problem.
+  Entries hold the objects their keys name by ``id``, so no id is reused."""
+
+  def __init__(self, n: int):
+    self.n = n
+    self.pricer = _Pricer(n)
+    self.skeletons: dict = {}
+    self.tables: dict = {}
+    self.problems: dict = {}
+    self.solutions: dict = {}
+    self.interned: dict = {}  # domains and (domain id, item size) pairs -> small ints
+
+
+def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, signature, pricer,
+              forced, skeletons: dict) -> tuple:
+  """``(id, options, used slots)`` of the op's signature, priced once per signature.
+
+  ``options``: per option its name and entries ``(kind, slot, need, cost vector)``;
+  ``used slots``: the ``(kind, slot)`` the entries touch, in order of first use.
+  Ops of one signature (context, kind, forced strategy, their slots' domains and
+  item sizes: ``signature[t]``) share it, with their own tensors filled in by
+  :func:`_member_options`.
+  """
+  skey = (ckey, op.kind, forced, tuple(signature[t] if t else -1 for t in op.inputs),
+          tuple(signature[t] for t in op.outputs))
+  got = skeletons.get(skey)
+  if got is None:
+    options = _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced)
+    used = {}
+    for _, entries in options:
+      for kind, idx, _, _ in entries:
+        used.setdefault((kind, idx), None)
+    got = skeletons[skey] = (len(skeletons), options, tuple(used))
+  return got
+
+
+def _slot_tensor(op: SOp, kind: str, idx: int) -> str:
+  return op.inputs[idx] if kind == "in" else op.outputs[idx]
+
+
+def _member_options(op: SOp, skeleton) -> list:
   """Per option of one op: its name and its conversions ``(dedupe key, tensor, vec)``.
 
   Two members of an op group that need the same boxes of the same tensor share
   the dedupe key ``("in", tensor, boxes)``, so the group pays for it once.
-  Ops of one signature share one priced skeleton (``skeletons``), with their
-  own tensor names filled in.
   """
-  slot_tensors = [op.inputs[i] for i in range(len(op.inputs))] + list(op.outputs)
-  skey = (ckey, op.kind, forced, tuple(tensor_states[t] if t else None for t in slot_tensors),
-          tuple(itemsize_of[t] if t else 0 for t in slot_tensors))
-  if skey not in skeletons:
-    skeletons[skey] = _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer,
-                                      forced)
   out = []
-  for name, entries in skeletons[skey]:
+  for name, entries in skeleton[1]:
     ents = []
     for kind, idx, need, vec in entries:
       if kind == "in":
@@ -229,58 +269,75 @@ def _units(graph: SearchGraph) -> list[list[SOp]]:
 def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
-                forced_ops: Mapping[str, str] = {}, storage_price: float = 0.0) -> LevelProblem:
+                forced_ops: Mapping[str, str] = {}, storage_price: float = 0.0,
+                cache: Optional[PricingCache] = None) -> LevelProblem:
   """Prices every op group's options against every state of its tensor groups.
 
   A unit's factor is ``F(x) = min over joint member options c of the sum of the
   distinct conversions of c``; a unit whose joint table would exceed
   ``MAX_JOINT`` entries is priced member by member instead.  ``storage_price``
-  > 0 adds the memory term (module docstring) as ``penalties``.
+  > 0 adds the memory term (module docstring) as ``penalties``.  ``cache`` (for
+  ``n`` workers) carries prices over from other levels and planners.
   """
-  group_of = {t: g for g, members in enumerate(groups) for t in members}
+  cache = cache if cache is not None else PricingCache(n)
+  if cache.n != n:
+    raise ValueError(f"a PricingCache for {cache.n} workers used for {n}")
   domains = []
   for g, members in enumerate(groups):
     states = allowed.get(g) or candidate_states(shapes[members[0]], n, allow_rep)
     domains.append(tuple(states))
+  todo = _units(graph)
+  held = (graph, groups, tuple(contexts[op.name] for unit in todo for op in unit))
+  key = (tuple(map(id, held[:2])), tuple(map(id, held[2])), tuple(map(shapes.get, graph.tensors)),
+         tuple(domains), tuple(sorted(forced_ops.items())), storage_price)
+  if key not in cache.problems:
+    cache.problems[key] = (held, _build_level(graph, groups, contexts, shapes, n, describer,
+                                              domains, todo, forced_ops, storage_price, cache))
+  return cache.problems[key][1]
+
+
+def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, forced_ops,
+                 storage_price, cache: PricingCache) -> LevelProblem:
+  group_of = {t: g for g, members in enumerate(groups) for t in members}
   tensor_states = {t: domains[group_of[t]] for t in graph.tensors}
   itemsize_of = {t: s.itemsize for t, s in graph.tensors.items()}
-  pricer = _Pricer(n)
+  # A tensor's pricing signature: its domain and item size, as one small int.
+  domain_id = [cache.interned.setdefault(d, len(cache.interned)) for d in domains]
+  signature = {t: cache.interned.setdefault((domain_id[group_of[t]], itemsize_of[t]),
+                                            len(cache.interned)) for t in graph.tensors}
+  pricer, skeletons, priced = cache.pricer, cache.skeletons, cache.tables
   factors, units = [], []
   aux_sizes: list[int] = []
-  cache: dict = {}
-  todo = _units(graph)
-  skeletons: dict = {}
   ckeys = {op.name: context_key(contexts[op.name]) for unit in todo for op in unit}
   for count, unit in enumerate(todo):
-    tables = [_member_options(op, contexts[op.name], ckeys[op.name], n, describer, tensor_states,
-                              itemsize_of, pricer, forced_ops.get(op.name), skeletons)
-              for op in unit]
-    scope = tuple(sorted({group_of[t] for opts in tables for _, ents in opts
-                          for _, t, _ in ents}))
-    combos = float(np.prod([float(len(t)) for t in tables]))
+    skels = [_skeleton(op, contexts[op.name], ckeys[op.name], n, describer, tensor_states,
+                       itemsize_of, signature, pricer, forced_ops.get(op.name), skeletons)
+             for op in unit]
+    scope = {group_of[_slot_tensor(op, kind, idx)] for op, sk in zip(unit, skels)
+             for kind, idx in sk[2]}
+    combos = float(np.prod([float(len(sk[1])) for sk in skels]))
     per_axis = combos * sum(len(domains[g]) for g in scope)
-    parts = [(unit, tables)] if per_axis <= MAX_JOINT else [([op], [t]) for op, t in
-                                                           zip(unit, tables)]
-    for members, member_tables in parts:
-      key = tuple((ckeys[op.name], op.kind, forced_ops.get(op.name)) for op in members)
-      local = {}
-      for opts in member_tables:
-        for _, ents in opts:
-          for _, t, _ in ents:
-            local.setdefault(t, len(local))
+    parts = [(unit, skels)] if per_axis <= MAX_JOINT else [([op], [sk]) for op, sk in
+                                                          zip(unit, skels)]
+    for members, member_skels in parts:
+      # The table is a function of the members' skeletons and of how their slots
+      # share tensors and tensor groups: that is its key.
+      local: dict[str, int] = {}
+      wiring = tuple(tuple(local.setdefault(_slot_tensor(op, kind, idx), len(local))
+                           for kind, idx in sk[2]) for op, sk in zip(members, member_skels))
       sub_scope = tuple(sorted({group_of[t] for t in local}))
-      struct = (key, tuple((sub_scope.index(group_of[t]), itemsize_of[t]) for t in local),
-                tuple(domains[g] for g in sub_scope),
-                _entry_pattern(member_tables, members, local))
-      if struct not in cache:
+      struct = (tuple(sk[0] for sk in member_skels), wiring,
+                tuple(sub_scope.index(group_of[t]) for t in local))
+      if struct not in priced:
+        member_tables = [_member_options(op, sk) for op, sk in zip(members, member_skels)]
         if all(len(opts) == 1 for opts in member_tables):
-          cache[struct] = _sum_table(member_tables, sub_scope, group_of)
+          priced[struct] = _sum_table(member_tables, sub_scope, group_of)
         else:
           size = np.prod([float(len(opts)) for opts in member_tables]) * np.prod(
               [float(len(domains[g])) for g in sub_scope])
-          cache[struct] = _joint_table(member_tables, sub_scope, domains, group_of,
-                                       dense=size <= MAX_JOINT and len(sub_scope) <= MAX_AXES)
-      names, stack = cache[struct]
+          priced[struct] = _joint_table(member_tables, sub_scope, domains, group_of,
+                                        dense=size <= MAX_JOINT and len(sub_scope) <= MAX_AXES)
+      names, stack = priced[struct]
       if isinstance(stack, SumTable):
         factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
       elif isinstance(stack, AxisTable):
@@ -326,17 +383,6 @@ def storage_factors(graph: SearchGraph, groups: Sequence[Sequence[str]],
     out.append(dp.Factor((g,), np.array([price * (n - 1) * size if s == REP else 0.0
                                          for s in states])))
   return tuple(out)
-
-
-def _entry_pattern(member_tables, members, local) -> tuple:
-  """The dedupe structure of a unit's options with tensors and ops by local index."""
-  index = {op.name: m for m, op in enumerate(members)}
-
-  def rel(dkey):
-    return (dkey[0], local[dkey[1]], dkey[2]) if dkey[0] == "in" else (dkey[0], index[dkey[1]], dkey[2])
-
-  return tuple(tuple((name, tuple(rel(dk) for dk, _, _ in entries)) for name, entries in opts)
-               for opts in member_tables)
 
 
 class SumTable:
@@ -393,6 +439,28 @@ class AxisTable:
     return out
 
 
+class ComboNames:
+  """``names[c]``: the members' option names of joint option ``c`` (members' options
+  in ``itertools.product`` order), computed on demand: a unit of many members has
+  millions of combos, of which the level reads one or two."""
+
+  def __init__(self, per_member: Sequence[Sequence[str]]):
+    self.per_member = tuple(tuple(names) for names in per_member)
+    self.sizes = tuple(len(names) for names in self.per_member)
+
+  def __len__(self) -> int:
+    return int(np.prod(self.sizes, dtype=np.int64))
+
+  def __getitem__(self, c: int) -> tuple[str, ...]:
+    index = np.unravel_index(int(c), self.sizes)
+    return tuple(names[i] for names, i in zip(self.per_member, index))
+
+  def __eq__(self, other) -> bool:
+    return isinstance(other, ComboNames) and self.per_member == other.per_member
+
+  __hash__ = None
+
+
 def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
   """``(names per combo, table[combo, *scope])`` with shared conversions paid once.
 
@@ -435,7 +503,7 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
     cols = np.flatnonzero(axis_of == a)
     if cols.size:
       terms.append((a, used[:, cols].astype(float) @ np.stack([vecs[d] for d in cols])))
-  names = tuple(tuple(name for name, _ in combo) for combo in itertools.product(*member_tables))
+  names = ComboNames(tuple(tuple(name for name, _ in opts) for opts in member_tables))
   if not dense:
     return names, AxisTable(choice.shape[1], terms)
   stack = np.zeros((choice.shape[1],) + dims)
@@ -478,11 +546,16 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
                 forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20,
-                storage_price: float = 0.0) -> LevelResult:
+                storage_price: float = 0.0, cache: Optional[PricingCache] = None) -> LevelResult:
   """Builds the level's factors (with the memory term at ``storage_price``) and solves
   them exactly with ``dp.solve``; the result's objective is the level's bytes."""
+  cache = cache if cache is not None else PricingCache(n)
   problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
-                        forced_ops, storage_price)
-  sol = dp.solve(problem.variable_sizes(), problem.factors + problem.penalties,
-                 max_table=max_table)
+                        forced_ops, storage_price, cache)
+  key = (id(problem), max_table)
+  if key not in cache.solutions:
+    cache.solutions[key] = (problem, dp.solve(problem.variable_sizes(),
+                                              problem.factors + problem.penalties,
+                                              max_table=max_table))
+  sol = cache.solutions[key][1]
   return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed))

@@ -41,6 +41,7 @@ from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import baselines, budget, coarsen, recursive
+from tf_tofu.search.memo import SearchMemo
 from tf_tofu.search.tofu import SearchOptions, level_solver
 
 PLANNERS: Mapping[str, Callable] = {
@@ -70,8 +71,9 @@ def rivals(options: SearchOptions) -> tuple[str, ...]:
 
 
 def _search(planner: str, graph: SearchGraph, groups, k: int, describer: Describer,
-            options: SearchOptions) -> recursive.SearchResult:
-  result = recursive.search(graph, groups, k, describer, PLANNERS[planner](describer, options))
+            options: SearchOptions, memo: SearchMemo) -> recursive.SearchResult:
+  result = recursive.search(graph, groups, k, describer, PLANNERS[planner](describer, options),
+                            memo=memo)
   return dataclasses.replace(result, found_by=planner)
 
 
@@ -82,15 +84,16 @@ def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
   check(planner)
   options = options or SearchOptions()
   groups = coarsen.tensor_groups(graph, describer)
+  memo = SearchMemo(describer)
   if options.memory_budget is not None:
-    return _within_budget(planner, graph, groups, k, describer, options)
-  result = _search(planner, graph, groups, k, describer, options)
+    return _within_budget(planner, graph, groups, k, describer, options, memo)
+  result = _search(planner, graph, groups, k, describer, options, memo)
   if planner != "tofu" or not options.never_worse or k == 1:
     return result
   best, seconds = result, result.seconds
   for rival in rivals(options):
     progress.update(f"never-worse pass: {rival}'s plan")
-    other = _search(rival, graph, groups, k, describer, options)
+    other = _search(rival, graph, groups, k, describer, options, memo)
     seconds += other.seconds
     if other.evaluation.total_bytes < best.evaluation.total_bytes:
       best = other
@@ -104,7 +107,7 @@ def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
 
 
 def _within_budget(planner: str, graph: SearchGraph, groups, k: int, describer: Describer,
-                   options: SearchOptions) -> recursive.SearchResult:
+                   options: SearchOptions, memo: SearchMemo) -> recursive.SearchResult:
   """``budget.search`` with :func:`budget_rivals`."""
   if planner != "tofu":
     raise TofuError(f"memory_budget is an option of the tofu planner, not of {planner!r}; "
@@ -112,7 +115,7 @@ def _within_budget(planner: str, graph: SearchGraph, groups, k: int, describer: 
   if options.allow_rep_storage:
     raise TofuError("memory_budget decides which tensors are stored replicated; drop "
                     "allow_rep_storage")
-  return budget.search(graph, groups, k, describer, options, budget_rivals(options))
+  return budget.search(graph, groups, k, describer, options, budget_rivals(options), memo)
 
 
 def budget_rivals(options: SearchOptions) -> dict[str, Callable]:
@@ -131,7 +134,8 @@ def trade_off(graph: SearchGraph, k: int, describer: Describer, budgets,
   TofuError it raises."""
   options = dataclasses.replace(options or SearchOptions(), memory_budget=min(budgets))
   groups = coarsen.tensor_groups(graph, describer)
-  tried = budget.frontier(graph, groups, k, describer, options, budget_rivals(options))
+  tried = budget.frontier(graph, groups, k, describer, options, budget_rivals(options),
+                          SearchMemo(describer))
   out = []
   for b in budgets:
     try:

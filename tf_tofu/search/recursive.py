@@ -30,9 +30,10 @@ from tf_tofu.core import progress
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.core.states import Cut, State
 from tf_tofu.search import onecut
-from tf_tofu.search.evaluate import Evaluation, evaluate
+from tf_tofu.search.evaluate import Evaluation
+from tf_tofu.search.memo import SearchMemo
 from tf_tofu.graph.view import SearchGraph
-from tf_tofu.layout.tiling import descend, sub_block
+from tf_tofu.layout.tiling import sub_block
 from tf_tofu.core.regions import Interval
 
 
@@ -71,7 +72,8 @@ class SearchResult:
   candidates: tuple["SearchResult", ...] = ()
 
 
-# A level solver: (graph, groups, contexts, shapes, n, level index) -> LevelResult.
+# A level solver: (graph, groups, contexts, shapes, n, level index, pricing) -> LevelResult,
+# ``pricing`` the onecut.PricingCache for n workers that its level pricing may share.
 LevelSolver = Callable[..., onecut.LevelResult]
 
 
@@ -84,8 +86,12 @@ def _shrink(shape: tuple[int, ...], state: State, n: int) -> tuple[int, ...]:
 
 
 def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: Describer,
-               solve: LevelSolver) -> tuple[list[onecut.LevelResult], dict, dict]:
-  """Solves the levels in turn, shrinking the sub-problem after each."""
+               solve: LevelSolver, memo: Optional[SearchMemo] = None
+               ) -> tuple[list[onecut.LevelResult], dict, dict]:
+  """Solves the levels in turn, shrinking the sub-problem after each (``memo``: work
+  shared with other searches of this graph)."""
+  memo = memo if memo is not None else SearchMemo(describer)
+  memo.check(describer)
   contexts = {op.name: op.context for op in graph.ops}
   shapes = {t: s.shape for t, s in graph.tensors.items()}
   layouts = {t: [] for t in graph.tensors}
@@ -94,7 +100,7 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
   for level, n in enumerate(factors):
     progress.update(f"factor order {tuple(factors)}: level {level + 1} of {len(factors)} "
                     f"(n={n}), {len(groups):,} tensor groups")
-    res = solve(graph, groups, contexts, shapes, n, level)
+    res = solve(graph, groups, contexts, shapes, n, level, memo.pricing(n))
     results.append(res)
     for g, members in enumerate(groups):
       for t in members:
@@ -102,8 +108,7 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
         shapes[t] = _shrink(shapes[t], res.group_states[g], n)
     for name, choice in res.choices.items():
       strategies[name].append(choice.strategy)
-      contexts[name] = descend(contexts[name], choice.strategy, n, n - 1, describer,
-                               level + 1).context
+      contexts[name] = memo.descend(contexts[name], choice.strategy, n, level + 1)
   return results, {t: tuple(v) for t, v in layouts.items()}, {o: tuple(v) for o, v in strategies.items()}
 
 
@@ -115,18 +120,21 @@ def level_notes(levels: Sequence[onecut.LevelResult]) -> tuple[str, ...]:
 
 
 def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: LevelSolver,
-           orders: Optional[Sequence[tuple[int, ...]]] = None) -> SearchResult:
-  """Tries every order of k's prime factors with ``solve`` per level; keeps the cheapest."""
+           orders: Optional[Sequence[tuple[int, ...]]] = None,
+           memo: Optional[SearchMemo] = None) -> SearchResult:
+  """Tries every order of k's prime factors with ``solve`` per level; keeps the cheapest.
+  ``memo``: work shared with the other searches of this graph (``search.memo``)."""
   start = time.perf_counter()
+  memo = memo if memo is not None else SearchMemo(describer)
   orders = list(orders) if orders is not None else factor_orders(k)
   if k == 1:
     orders = [()]
   best: Optional[SearchResult] = None
   candidates = []
   for order in orders:
-    results, layouts, strategies = run_levels(graph, groups, order, describer, solve)
+    results, layouts, strategies = run_levels(graph, groups, order, describer, solve, memo)
     progress.update(f"factor order {tuple(order)}: counting the plan's bytes exactly")
-    ev = evaluate(graph, order, layouts, strategies, describer)
+    ev = memo.evaluate(graph, order, layouts, strategies)
     objective, groups_at = 0.0, 1
     for n, r in zip(order, results):
       objective += groups_at * r.objective

@@ -71,10 +71,11 @@ def level_solver(describer: Describer, options: SearchOptions,
   (``onecut.storage_factors``; 0: replication free)."""
   allow_rep = options.allow_rep_storage or storage_price is not None
 
-  def solve(graph, groups, contexts, shapes, n, level):
+  def solve(graph, groups, contexts, shapes, n, level, pricing=None):
     del level
     allowed = group_constraints(groups, options.tensor_states, n, shapes)
     return onecut.solve_level(graph, groups, contexts, shapes, n, describer, allowed,
                               allow_rep=allow_rep, forced_ops=options.op_strategies,
-                              max_table=options.max_table, storage_price=storage_price or 0.0)
+                              max_table=options.max_table, storage_price=storage_price or 0.0,
+                              cache=pricing)
   return solve

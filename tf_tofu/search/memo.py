@@ -1,0 +1,79 @@
+"""Work shared by the searches of one graph: one memo per ``planners.run``.
+
+Tofu's recursion, each baseline's (the never-worse pass) and each lambda of the
+memory-budget search solve many of the same sub-problems: every planner's
+first level sees the graph's own ops, and wherever two planners choose alike
+their later levels see the same sub-ops too.  A :class:`SearchMemo` keeps
+
+* each op's sub-op after a strategy (``descend``), by context object, so
+  that planners that agree hold the *same* context objects afterwards;
+* level pricing per worker count (``onecut.PricingCache``: prices, tables,
+  whole level problems and their DP solutions);
+* exact evaluations: whole ones per plan (two planners often return the
+  same plan), and the tiles and pieces per factor order
+  (``evaluate.EvalCache``) that different plans share.
+
+Every entry is a pure function of its key (for one describer), so sharing a
+memo never changes a plan, a price or a byte count; it only skips repeated
+work.  A memo lives as long as the run that made it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from tf_tofu.core.states import State
+from tf_tofu.graph.view import SearchGraph
+from tf_tofu.layout.tiling import descend
+from tf_tofu.opdefs.description import OpContext
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.search.evaluate import EvalCache, Evaluation, evaluate
+from tf_tofu.search.onecut import PricingCache
+
+
+class SearchMemo:
+  """The caches of the searches of one graph with one describer (module docstring)."""
+
+  def __init__(self, describer: Describer):
+    self.describer = describer
+    self._descents: dict = {}
+    self._pricing: dict[int, PricingCache] = {}
+    self._evaluation: dict[tuple[int, ...], EvalCache] = {}
+    self._evaluated: dict = {}
+
+  def check(self, describer: Describer) -> None:
+    """ValueError unless ``describer`` is the one this memo's entries came from."""
+    if describer is not self.describer:
+      raise ValueError("a SearchMemo is shared only by searches with one Describer")
+
+  def descend(self, ctx: OpContext, strategy: str, n: int, level: int) -> OpContext:
+    """The last worker's sub-op of ``ctx`` under ``strategy`` with ``n`` workers
+    (``tiling.descend``), one context object per (context object, strategy, n)."""
+    key = (id(ctx), strategy, n)
+    got = self._descents.get(key)
+    if got is None:
+      # The parent is kept in the entry, so its id is not reused while the memo lives.
+      got = (ctx, descend(ctx, strategy, n, n - 1, self.describer, level).context)
+      self._descents[key] = got
+    return got[1]
+
+  def pricing(self, n: int) -> PricingCache:
+    """Level pricing with ``n`` workers."""
+    if n not in self._pricing:
+      self._pricing[n] = PricingCache(n)
+    return self._pricing[n]
+
+  def evaluate(self, graph: SearchGraph, factors: Sequence[int],
+               layouts: Mapping[str, Sequence[State]],
+               strategies: Mapping[str, Sequence[str]]) -> Evaluation:
+    """``evaluate.evaluate`` of the plan, once per plan."""
+    factors = tuple(factors)
+    key = (id(graph), factors, tuple(layouts.items()), tuple(strategies.items()))
+    got = self._evaluated.get(key)
+    if got is None:
+      if factors not in self._evaluation:
+        self._evaluation[factors] = EvalCache(factors)
+      got = (graph, evaluate(graph, factors, layouts, strategies, self.describer,
+                             self._evaluation[factors]))
+      self._evaluated[key] = got
+    return got[1]
