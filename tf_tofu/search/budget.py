@@ -179,12 +179,16 @@ def frontier(graph: SearchGraph, groups, k: int, describer: Describer, options: 
   plain = dataclasses.replace(options, memory_budget=None)
   memo = memo if memo is not None else SearchMemo(describer)
   tried: list[Candidate] = []
+  peaks: dict = {}  # plan -> exact peak: lambdas and rivals often find the same plan
 
   def run(label: str, solver, found_by: str = "tofu") -> Candidate:
     progress.update(f"memory budget {show_budget(budget)}: {label}")
     result = recursive.search(graph, groups, k, describer, solver, memo=memo)
     result = dataclasses.replace(result, found_by=found_by)
-    tried.append(Candidate(result, exact_peak(graph, result, describer), label))
+    plan = (result.factors, tuple(result.layouts.items()), tuple(result.strategies.items()))
+    if plan not in peaks:
+      peaks[plan] = exact_peak(graph, result, describer)
+    tried.append(Candidate(result, peaks[plan], label))
     return tried[-1]
 
   cut = run("cut-only", level_solver(describer, plain))
