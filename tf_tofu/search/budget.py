@@ -70,7 +70,7 @@ from tf_tofu.layout.liveness import peak_memory
 from tf_tofu.layout.memory import plan_schedule
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import recursive
-from tf_tofu.search.memo import SearchMemo
+from tf_tofu.search.memo import SearchMemo, plan_key
 from tf_tofu.search.tofu import SearchOptions, level_solver
 
 BISECTION_STEPS = 8
@@ -185,7 +185,7 @@ def frontier(graph: SearchGraph, groups, k: int, describer: Describer, options: 
     progress.update(f"memory budget {show_budget(budget)}: {label}")
     result = recursive.search(graph, groups, k, describer, solver, memo=memo)
     result = dataclasses.replace(result, found_by=found_by)
-    plan = (result.factors, tuple(result.layouts.items()), tuple(result.strategies.items()))
+    plan = plan_key(result.factors, result.layouts, result.strategies)
     if plan not in peaks:
       peaks[plan] = exact_peak(graph, result, describer)
     tried.append(Candidate(result, peaks[plan], label))

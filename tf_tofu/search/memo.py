@@ -31,6 +31,12 @@ from tf_tofu.search.evaluate import EvalCache, Evaluation, evaluate
 from tf_tofu.search.onecut import PricingCache
 
 
+def plan_key(factors: Sequence[int], layouts: Mapping[str, Sequence[State]],
+             strategies: Mapping[str, Sequence[str]]) -> tuple:
+  """A hashable identity of a plan of one graph: equal keys, equal plans."""
+  return tuple(factors), tuple(layouts.items()), tuple(strategies.items())
+
+
 class SearchMemo:
   """The caches of the searches of one graph with one describer (module docstring)."""
 
@@ -68,7 +74,7 @@ class SearchMemo:
                strategies: Mapping[str, Sequence[str]]) -> Evaluation:
     """``evaluate.evaluate`` of the plan, once per plan."""
     factors = tuple(factors)
-    key = (id(graph), factors, tuple(layouts.items()), tuple(strategies.items()))
+    key = (id(graph),) + plan_key(factors, layouts, strategies)
     got = self._evaluated.get(key)
     if got is None:
       if factors not in self._evaluation:

@@ -113,24 +113,28 @@ class _Pricer:
     self.cache: dict = {}
     self.per_state: dict = {}
 
-  def _vector(self, key, states, price) -> np.ndarray:
+  def _vector(self, kind: str, shape, states, rest: tuple, price) -> np.ndarray:
+    """``price(held blocks)`` per state of ``states``; ``rest`` is what else the
+    conversion depends on (its need, or its made regions and partial keys, and the
+    item size)."""
+    key = (kind, shape, states) + rest
     vec = self.cache.get(key)
     if vec is None:
       vec = np.zeros(len(states))
       for j, st in enumerate(states):
-        one = key[:2] + (st,) + key[3:]
+        one = (kind, shape, st) + rest
         if one not in self.per_state:
-          self.per_state[one] = price(held_regions(key[1], [st], (self.n,)))
+          self.per_state[one] = price(held_regions(shape, [st], (self.n,)))
         vec[j] = self.per_state[one]
       self.cache[key] = vec
     return vec
 
   def feed(self, shape, states, need, itemsize) -> np.ndarray:
-    return self._vector(("in", shape, states, need, itemsize), states, lambda held: sum(
+    return self._vector("in", shape, states, (need, itemsize), lambda held: sum(
         p.elements for p in transfers.gather(held, list(need), (self.n,))) * itemsize)
 
   def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
-    return self._vector(("out", shape, states, regions, keys, itemsize), states, lambda held: sum(
+    return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: sum(
         p.elements for p in transfers.produce_into(list(regions), list(keys), held,
                                                    (self.n,))) * itemsize)
 

@@ -134,8 +134,7 @@ def trade_off(graph: SearchGraph, k: int, describer: Describer, budgets,
   TofuError it raises."""
   options = dataclasses.replace(options or SearchOptions(), memory_budget=min(budgets))
   groups = coarsen.tensor_groups(graph, describer)
-  tried = budget.frontier(graph, groups, k, describer, options, budget_rivals(options),
-                          SearchMemo(describer))
+  tried = budget.frontier(graph, groups, k, describer, options, budget_rivals(options))
   out = []
   for b in budgets:
     try:
