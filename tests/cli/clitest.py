@@ -1,10 +1,14 @@
 """What the tests of the tofu command share: running it as a user does, and a saved step.
 
 Each subcommand runs in a subprocess (``python -m tf_tofu.cli``), as a user
-runs it; the SavedModel fixture is a tiny MLP training step saved with its
-variables.
+runs it (:func:`tofu`), or, for commands that stop at a bad input before any
+work, through the same entry point in this process (:func:`tofu_here`: no
+TensorFlow import per command); the SavedModel fixture is a tiny MLP training
+step saved with its variables.
 """
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -23,6 +27,30 @@ def tofu(*args, cwd=ROOT):
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   return subprocess.run([sys.executable, "-m", "tf_tofu.cli", *args], cwd=cwd, env=env,
                         capture_output=True, text=True, timeout=600)
+
+
+def tofu_here(*args, cwd=ROOT):
+  """``tofu ARGS`` through ``tf_tofu.cli.run`` in this process, as :func:`tofu` returns it.
+
+  The exit status is the ``SystemExit`` code that ``run`` (absl's ``app.run``) raises;
+  stdout and stderr are what it printed.  Flags are unparsed before and after, so
+  no value carries over from one command to the next."""
+  from absl import flags
+  from tf_tofu import cli
+  out, err = io.StringIO(), io.StringIO()
+  here = os.getcwd()
+  flags.FLAGS.unparse_flags()
+  code = 0
+  try:
+    os.chdir(cwd)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      cli.run(["tofu", *args])
+  except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+  finally:
+    os.chdir(here)
+    flags.FLAGS.unparse_flags()
+  return subprocess.CompletedProcess(["tofu", *args], code, out.getvalue(), err.getvalue())
 
 
 def save_tiny_step(path):

@@ -5,7 +5,7 @@ import os
 import tensorflow as tf
 from absl.testing import absltest
 
-from tests.cli.clitest import CommandCase, tofu
+from tests.cli.clitest import CommandCase, tofu_here as tofu
 
 
 class OutputSafetyTest(absltest.TestCase):
@@ -92,7 +92,9 @@ class OutputSafetyTest(absltest.TestCase):
 
 
 class BadInputTest(CommandCase):
-  """Missing, unreadable and clashing inputs and flags, as a user meets them."""
+  """Missing, unreadable and clashing inputs and flags, as a user meets them (each command
+  through the command's entry point in this process; tests/cli/test_cli.py runs it as a
+  process)."""
 
   def test_bad_input(self):
     missing = tofu("plan", "--graph=/nonexistent/step.pb", "--fetches=loss")
