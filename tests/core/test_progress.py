@@ -1,6 +1,8 @@
 """Tests for tf_tofu.core.progress: long phases are shown, quick ones are not.
 
-``DELAY`` and ``INTERVAL`` are shortened for the test; stderr is captured.
+``DELAY``, ``INTERVAL`` and ``HEARTBEAT`` are shortened for the test; stderr is
+captured, and absl's verbosity is WARNING (its default outside ``app.run``)
+unless a test sets INFO.
 """
 
 import contextlib
@@ -9,6 +11,7 @@ import os
 import time
 from unittest import mock
 
+from absl import logging
 from absl.testing import absltest
 
 from tf_tofu.core import progress
@@ -20,6 +23,10 @@ class ProgressTest(absltest.TestCase):
     super().setUp()
     self.enter_context(mock.patch.object(progress, "DELAY", 0.05))
     self.enter_context(mock.patch.object(progress, "INTERVAL", 0.0))
+    self.enter_context(mock.patch.object(progress, "HEARTBEAT", 10.0))
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity(logging.WARNING)
+    self.addCleanup(logging.set_verbosity, verbosity)
     self.enter_context(mock.patch.object(progress, "_verbose", None))
     self.enter_context(mock.patch.dict(os.environ, {"TF_TOFU_VERBOSE": "1"}))
     self.err = io.StringIO()
@@ -35,6 +42,34 @@ class ProgressTest(absltest.TestCase):
     self.assertEqual(lines[1], "tf_tofu:   [0 s] level n=2: priced 5/12 op groups")
     self.assertRegex(lines[2], r"^tf_tofu: planning 12 ops: done in 0\.\d s$")
     self.assertLen(lines, 3)
+
+  def test_a_silent_phase_beats_with_its_latest_update(self):
+    with mock.patch.object(progress, "HEARTBEAT", 0.2):
+      with progress.phase("outer"):
+        with progress.phase("pricing"):
+          progress.update("level n=2: priced 5/12 op groups")
+          time.sleep(1.0)  # no update for 5 heartbeats
+    lines = self.err.getvalue().splitlines()
+    beats = [l for l in lines if "level n=2" in l]
+    self.assertGreaterEqual(len(beats), 3, lines)
+    for line in beats:
+      self.assertRegex(line, r"^tf_tofu:     \[\d+ s\] level n=2: priced 5/12 op groups$")
+    self.assertEqual([l for l in lines if "still running" in l], [],
+                     "the outer phase, not innermost, must not beat")
+    self.assertEqual(lines[-1][:len("tf_tofu: outer: done")], "tf_tofu: outer: done")
+
+  def test_lines_go_through_absl_logging_when_it_shows_info(self):
+    logging.set_verbosity(logging.INFO)
+    with self.assertLogs("absl", level="INFO") as logs:
+      with progress.phase("planning 12 ops"):
+        time.sleep(0.3)
+        progress.update("level n=2: priced 5/12 op groups")
+    self.assertEqual(self.err.getvalue(), "")  # one channel only
+    messages = [r.getMessage() for r in logs.records]
+    self.assertEqual(messages[:2], ["tf_tofu: planning 12 ops ...",
+                                    "tf_tofu:   [0 s] level n=2: priced 5/12 op groups"])
+    self.assertRegex(messages[2], r"^tf_tofu: planning 12 ops: done in 0\.\d s$")
+    self.assertEqual({r.levelname for r in logs.records}, {"INFO"})
 
   def test_quick_phases_print_nothing(self):
     with progress.phase("tracing"):

@@ -353,7 +353,7 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
         factors.append(dp.Factor(sub_scope, stack.min(axis=0)))
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
-      progress.update(f"level n={n}: priced {count + 1:,}/{len(todo):,} op groups")
+      progress.update(f"priced {count + 1:,}/{len(todo):,} op groups")
   penalties = storage_factors(graph, groups, shapes, domains, n, storage_price)
   return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes),
                       penalties)

@@ -98,9 +98,9 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
   strategies = {op.name: [] for op in graph.ops if op.kind in ("compute", "single")}
   results = []
   for level, n in enumerate(factors):
-    progress.update(f"factor order {tuple(factors)}: level {level + 1} of {len(factors)} "
-                    f"(n={n}), {len(groups):,} tensor groups")
-    res = solve(graph, groups, contexts, shapes, n, level, memo.pricing(n))
+    with progress.phase(f"factor order {tuple(factors)}, level {level + 1} of {len(factors)} "
+                        f"(n={n}, {len(groups):,} tensor groups)"):
+      res = solve(graph, groups, contexts, shapes, n, level, memo.pricing(n))
     results.append(res)
     for g, members in enumerate(groups):
       for t in members:
