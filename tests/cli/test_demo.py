@@ -20,7 +20,7 @@ class DemoTest(CommandCase):
     self.assertRegex(summary, r"tofu moves .* per step; the best baseline")
     self.assertRegex(summary, r"worst device peak .* the ideal")
     self.assertRegex(summary, r"memory budget per device -> bytes per step")
-    self.assertRegex(summary, r"unlimited: 0 B \(peak ")
+    self.assertRegex(summary, r"unlimited: [\d.]+ [KMG]?i?B \(peak ")
     self.assertTrue(os.path.exists(os.path.join(out_dir, "plan.dot")))
     plan = json.load(open(os.path.join(out_dir, "plan.json")))
     self.assertLen(plan["devices"], 4)

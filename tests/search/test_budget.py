@@ -64,7 +64,8 @@ class ParseTest(parameterized.TestCase):
   def test_the_api_parses_the_string(self):
     graph, _, describer = traced("mlp")
     plan = tf_tofu.plan(graph, devices=K, describer=describer, memory_budget="1GiB")
-    self.assertEqual(plan.total_bytes, 0)  # 1 GiB holds the whole tiny step on every device
+    unlimited = tf_tofu.plan(graph, devices=K, describer=describer, memory_budget=math.inf)
+    self.assertEqual(plan.to_json(), unlimited.to_json().replace("unlimited", "1.0 GiB (1073741824 B)"))
     with self.assertRaisesRegex(tf_tofu.TofuError, "memory_budget='16G'"):
       tf_tofu.plan(graph, devices=K, describer=describer, memory_budget="16G")
 
@@ -86,10 +87,55 @@ class StorageFactorTest(absltest.TestCase):
         self.assertEqual(price, 0.25 * size if state == REP else 0.0)
 
 
+class SplitWorkTest(parameterized.TestCase):
+  """With replicated storage allowed, an op that can split its work never runs whole on
+  every worker (onecut's "split work"); without it, such ops do have that option."""
+
+  def member_options(self, problem):
+    """op name -> the option names it has in the level problem's units."""
+    out = {}
+    for members, _, names, _ in problem.units:
+      per_member = (names.per_member if isinstance(names, onecut.ComboNames)
+                    else list(zip(*names)))
+      for op, options in zip(members, per_member):
+        out.setdefault(op.name, set()).update(options)
+    return out
+
+  @parameterized.parameters("mlp", "gpt", "wresnet")
+  def test_replicate_only_where_no_strategy_splits_the_work(self, key):
+    _, sgraph, describer = traced(key)
+    groups = coarsen.tensor_groups(sgraph, describer)
+    shapes = {t: s.shape for t, s in sgraph.tensors.items()}
+    contexts = {op.name: op.context for op in sgraph.ops}
+    built = {split: self.member_options(onecut.build_level(
+        sgraph, groups, contexts, shapes, 2, describer, {}, allow_rep=True,
+        storage_price=0.0, split_work=split)) for split in (False, True)}
+    splitting = {op for op, names in built[False].items() if names - {"replicate", "single"}}
+    self.assertNotEmpty(splitting)
+    self.assertTrue(all("replicate" in built[False][op] for op in splitting))
+    for op, names in built[True].items():
+      if op in splitting:
+        self.assertNotIn("replicate", names, op)
+        self.assertEqual(names, built[False][op] - {"replicate"}, op)
+      else:
+        self.assertEqual(names, built[False][op], op)
+
+  def test_unlimited_memory_still_splits_the_work_and_moves_bytes(self):
+    _, sgraph, describer = traced("wresnet")
+    unlimited = api.plan_view(sgraph, K, describer=describer, memory_budget=math.inf)
+    self.assertGreater(unlimited.total_bytes, 0)
+    replicated = [op for op, per_level in unlimited.strategies.items()
+                  if per_level and all(s == "replicate" for s in per_level)]
+    compute = [op for op in sgraph.ops if op.kind == "compute"]
+    self.assertLess(len(replicated), len(compute) / 4, replicated)
+
+
 class BudgetSearchTest(parameterized.TestCase):
 
-  @parameterized.parameters("mlp", "gpt", "lstm")
-  def test_bytes_fall_as_the_budget_grows_and_every_plan_fits(self, key):
+  # On the tiny GPT, storing replicated does not pay once the work stays split: the
+  # unlimited plan is cut-only Tofu's (12,064 B at k = 4).
+  @parameterized.parameters(("mlp", True), ("gpt", False), ("lstm", True))
+  def test_bytes_fall_as_the_budget_grows_and_every_plan_fits(self, key, replication_pays):
     _, sgraph, describer = traced(key)
     cut = api.plan_view(sgraph, K, describer=describer)
     single = memory.single_device_peak(sgraph, describer)
@@ -102,7 +148,10 @@ class BudgetSearchTest(parameterized.TestCase):
       moved.append(result.evaluation.total_bytes)
     self.assertEqual(moved, sorted(moved, reverse=True), budgets)
     self.assertLessEqual(moved[0], cut.total_bytes)
-    self.assertLess(moved[-1], cut.total_bytes)
+    if replication_pays:
+      self.assertLess(moved[-1], cut.total_bytes)
+    else:
+      self.assertEqual(moved[-1], cut.total_bytes)
     # The API's plan at a budget: the same bytes, its memory within the budget.
     middle = api.plan_view(sgraph, K, describer=describer, memory_budget=budgets[3])
     self.assertEqual(middle.total_bytes, moved[3])

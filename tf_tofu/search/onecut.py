@@ -27,6 +27,14 @@ replicated at this level adds to each device's final share, in the units of
 this level's cost (see :func:`storage_factors`).  The factors are kept apart
 from the byte factors (``LevelProblem.penalties``): the DP minimises bytes +
 memory term exactly, the level's objective reports bytes alone.
+
+*Split work* (``split_work``, the same search): an op with a strategy that
+splits its work (a cut of an index variable) does not take ``replicate``.
+Replicating an op runs it whole on every worker: n times the work, which bytes
+do not count.  Once its inputs may be stored replicated that is free in bytes,
+and every op replicated, 0 bytes per step, would be the "best" plan.  Ops
+with no such strategy (scalars, ops left whole) and ops a user forces to
+``replicate`` keep it.
 """
 
 from __future__ import annotations
@@ -161,20 +169,21 @@ class PricingCache:
 
 
 def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, signature, pricer,
-              forced, skeletons: dict) -> tuple:
+              forced, split_work: bool, skeletons: dict) -> tuple:
   """``(id, options, used slots)`` of the op's signature, priced once per signature.
 
   ``options``: per option its name and entries ``(kind, slot, need, cost vector)``;
   ``used slots``: the ``(kind, slot)`` the entries touch, in order of first use.
-  Ops of one signature (context, kind, forced strategy, their slots' domains and
+  Ops of one signature (context, kind, forced strategy, split work, their slots' domains and
   item sizes: ``signature[t]``) share it, with their own tensors filled in by
   :func:`_member_options`.
   """
-  skey = (ckey, op.kind, forced, tuple(signature[t] if t else -1 for t in op.inputs),
+  skey = (ckey, op.kind, forced, split_work, tuple(signature[t] if t else -1 for t in op.inputs),
           tuple(signature[t] for t in op.outputs))
   got = skeletons.get(skey)
   if got is None:
-    options = _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced)
+    options = _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced,
+                              split_work)
     used = {}
     for _, entries in options:
       for kind, idx, _, _ in entries:
@@ -207,7 +216,8 @@ def _member_options(op: SOp, skeleton) -> list:
   return out
 
 
-def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced):
+def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced,
+                    split_work: bool):
   options, meta = _op_strategies(op, ctx, n, describer)
   if forced is not None:
     names = [o[0] for o in options]
@@ -215,6 +225,8 @@ def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, f
     if not options:
       raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
                        f"available with {n} workers; its options are {names}")
+  elif split_work and any(o[0] not in (REPLICATE, SINGLE) for o in options):
+    options = [o for o in options if o[0] != REPLICATE]  # module docstring, "split work"
   out = []
   for name, needs, made in options:
     entries = []
@@ -274,13 +286,14 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
                 forced_ops: Mapping[str, str] = {}, storage_price: float = 0.0,
-                cache: Optional[PricingCache] = None) -> LevelProblem:
+                cache: Optional[PricingCache] = None, split_work: bool = False) -> LevelProblem:
   """Prices every op group's options against every state of its tensor groups.
 
   A unit's factor is ``F(x) = min over joint member options c of the sum of the
   distinct conversions of c``; a unit whose joint table would exceed
   ``MAX_JOINT`` entries is priced member by member instead.  ``storage_price``
-  > 0 adds the memory term (module docstring) as ``penalties``.  ``cache`` (for
+  > 0 adds the memory term (module docstring) as ``penalties``; ``split_work``
+  drops ``replicate`` where an op can split its work (module docstring).  ``cache`` (for
   ``n`` workers) carries prices over from other levels and planners.
   """
   cache = cache if cache is not None else PricingCache(n)
@@ -293,15 +306,16 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   todo = _units(graph)
   held = (graph, groups, tuple(contexts[op.name] for unit in todo for op in unit))
   key = (tuple(map(id, held[:2])), tuple(map(id, held[2])), tuple(map(shapes.get, graph.tensors)),
-         tuple(domains), tuple(sorted(forced_ops.items())), storage_price)
+         tuple(domains), tuple(sorted(forced_ops.items())), storage_price, split_work)
   if key not in cache.problems:
     cache.problems[key] = (held, _build_level(graph, groups, contexts, shapes, n, describer,
-                                              domains, todo, forced_ops, storage_price, cache))
+                                              domains, todo, forced_ops, storage_price,
+                                              split_work, cache))
   return cache.problems[key][1]
 
 
 def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, forced_ops,
-                 storage_price, cache: PricingCache) -> LevelProblem:
+                 storage_price, split_work: bool, cache: PricingCache) -> LevelProblem:
   group_of = {t: g for g, members in enumerate(groups) for t in members}
   tensor_states = {t: domains[group_of[t]] for t in graph.tensors}
   itemsize_of = {t: s.itemsize for t, s in graph.tensors.items()}
@@ -315,7 +329,8 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
   ckeys = {op.name: context_key(contexts[op.name]) for unit in todo for op in unit}
   for count, unit in enumerate(todo):
     skels = [_skeleton(op, contexts[op.name], ckeys[op.name], n, describer, tensor_states,
-                       itemsize_of, signature, pricer, forced_ops.get(op.name), skeletons)
+                       itemsize_of, signature, pricer, forced_ops.get(op.name), split_work,
+                       skeletons)
              for op in unit]
     scope = {group_of[_slot_tensor(op, kind, idx)] for op, sk in zip(unit, skels)
              for kind, idx in sk[2]}
@@ -456,6 +471,8 @@ class ComboNames:
     return int(np.prod(self.sizes, dtype=np.int64))
 
   def __getitem__(self, c: int) -> tuple[str, ...]:
+    if not 0 <= int(c) < len(self):
+      raise IndexError(f"joint option {c} of {len(self)}")  # ends iteration, as a sequence
     index = np.unravel_index(int(c), self.sizes)
     return tuple(names[i] for names, i in zip(self.per_member, index))
 
@@ -550,12 +567,14 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
                 forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20,
-                storage_price: float = 0.0, cache: Optional[PricingCache] = None) -> LevelResult:
-  """Builds the level's factors (with the memory term at ``storage_price``) and solves
-  them exactly with ``dp.solve``; the result's objective is the level's bytes."""
+                storage_price: float = 0.0, cache: Optional[PricingCache] = None,
+                split_work: bool = False) -> LevelResult:
+  """Builds the level's factors (with the memory term at ``storage_price``; ``split_work``
+  as for :func:`build_level`) and solves them exactly with ``dp.solve``; the result's
+  objective is the level's bytes."""
   cache = cache if cache is not None else PricingCache(n)
   problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
-                        forced_ops, storage_price, cache)
+                        forced_ops, storage_price, cache, split_work)
   key = (id(problem), max_table)
   if key not in cache.solutions:
     cache.solutions[key] = (problem, dp.solve(problem.variable_sizes(),

@@ -68,7 +68,8 @@ def level_solver(describer: Describer, options: SearchOptions,
                  storage_price: Optional[float] = None):
   """Tofu's level solver: the exact one-cut DP.  ``storage_price`` (None: storage as
   ``options.allow_rep_storage`` says) allows replicated storage at that price per byte
-  (``onecut.storage_factors``; 0: replication free)."""
+  (``onecut.storage_factors``; 0: replication free), and then ops that can split their
+  work do (``onecut``'s "split work")."""
   allow_rep = options.allow_rep_storage or storage_price is not None
 
   def solve(graph, groups, contexts, shapes, n, level, pricing=None):
@@ -77,5 +78,5 @@ def level_solver(describer: Describer, options: SearchOptions,
     return onecut.solve_level(graph, groups, contexts, shapes, n, describer, allowed,
                               allow_rep=allow_rep, forced_ops=options.op_strategies,
                               max_table=options.max_table, storage_price=storage_price or 0.0,
-                              cache=pricing)
+                              cache=pricing, split_work=storage_price is not None)
   return solve
