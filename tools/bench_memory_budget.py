@@ -137,9 +137,9 @@ def main(argv):
            "(`tf_tofu.layout.memory`, exact) is within the budget (`memory_budget`, the "
            "Lagrangian search of `tf_tofu.search.budget`).  The last two rows per model are "
            f"the planners without a budget.  Search time for all budgets: {timing}.  Bytes "
-           "are the cost, and an op that can split its work always does (no op runs whole "
-           "on every device to save bytes), so with memory to spare the plan stores "
-           "replicated where that saves bytes but still splits the work.")
+           "are the cost; contractions (MatMul, Conv2D, their gradients) always split their "
+           "work (`onecut`'s split work), so with memory to spare the plan stores "
+           "replicated where that saves bytes but no device runs the whole step.")
   benchdoc.write_section("bytes per step against the memory budget",
                          "python tools/bench_memory_budget.py", f"{intro}\n\n{body}\n\n{note}\n")
 

@@ -51,6 +51,14 @@ class MatmulTest(absltest.TestCase):
     strats = analysis.strategies(matmul_sem(m=3, k=2, n=8), 4)
     self.assertEqual([s.var for s in strats], ["j"])
 
+  def test_work_is_the_iteration_space(self):
+    self.assertEqual(analysis.work(matmul_sem(m=6, k=5, n=7)), 6 * 5 * 7)
+    self.assertEqual(analysis.work(conv1d_sem(length=10, taps=3, pad=1)), 10 * 3)
+    op = ctx((4, 3))
+    i, j = tdl.Var("i", 4), tdl.Var("j", 3)
+    relu = Semantics(op, [tdl.Output((i, j), op.input(0)[i, j] * op.input(0)[i, j])])
+    self.assertEqual(analysis.work(relu), 12)
+
   def test_n_below_two_rejected(self):
     with self.assertRaisesRegex(ValueError, "n >= 2"):
       analysis.strategies(matmul_sem(), 1)

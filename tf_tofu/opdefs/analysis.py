@@ -78,6 +78,14 @@ def all_vars(sem: Semantics) -> tuple[tdl.Var, ...]:
   return tuple(seen.values())
 
 
+def work(sem: Semantics) -> int:
+  """The op's iteration space, ``prod(extent of every index variable)``: how many times
+  the body runs (an output element per output variable point, a term per reduction
+  variable point).  MatMul (m, k) x (k, n): ``m n k``; an elementwise op: its output's
+  size."""
+  return math.prod(v.extent for v in all_vars(sem))
+
+
 def _opaque_vars(sem: Semantics) -> set:
   return {v for out in sem.outputs for node in tdl.walk(out.body)
           if isinstance(node, tdl.Opaque) for v in node.over}

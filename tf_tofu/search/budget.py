@@ -19,10 +19,10 @@ a multiplier ``lambda >= 0`` every level of Tofu's recursion solves, exactly,
 (``S_g`` bytes in the level's sub-problem) adds to each device's final share
 (``onecut.storage_factors``; in the level's units).  ``lambda = 0`` is
 replication for free; ``lambda -> inf`` is Tofu's cut-only storage.  In
-these searches an op that can split its work does (``onecut``'s "split
-work"): bytes do not count work repeated on every device, and without that
-rule a large enough budget would make every device run the whole step (0
-bytes, k times the work).  The candidates, each priced exactly (``evaluate``)
+these searches a contraction (MatMul, Conv2D, their gradients) splits its
+work (``onecut``'s "split work"): bytes do not count work repeated on every
+device, and without that rule a large enough budget would make every device
+run the whole step (0 bytes, k times the work).  The candidates, each priced exactly (``evaluate``)
 and sized exactly (peak):
 
 1. cut-only Tofu (``lambda = inf``, today's plan).  If its peak exceeds

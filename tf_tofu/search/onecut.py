@@ -28,18 +28,24 @@ this level's cost (see :func:`storage_factors`).  The factors are kept apart
 from the byte factors (``LevelProblem.penalties``): the DP minimises bytes +
 memory term exactly, the level's objective reports bytes alone.
 
-*Split work* (``split_work``, the same search): an op with a strategy that
-splits its work (a cut of an index variable) does not take ``replicate``.
-Replicating an op runs it whole on every worker: n times the work, which bytes
-do not count.  Once its inputs may be stored replicated that is free in bytes,
-and every op replicated, 0 bytes per step, would be the "best" plan.  Ops
-with no such strategy (scalars, ops left whole) and ops a user forces to
-``replicate`` keep it.
+*Split work* (``split_work``, the same search): a contraction, an op whose
+work exceeds the data it touches (``analysis.work(sem)``, its iteration
+space, > the elements of its inputs and outputs: MatMul, Conv2D and their
+gradients), does not take ``replicate`` when it has a strategy that splits its
+work.  Replicating an op runs it whole on every worker, n times the work, and
+bytes do not count work; once inputs may be stored replicated it is free in
+bytes, and every op replicated (0 bytes per step) would be the "best" plan.
+Ops whose work is at most their data (elementwise ops, reductions, layout
+ops) may still run replicated, as Megatron-LM runs layer norms, since that
+repeats no more work than moving their data would.  Ops without a splitting
+strategy (scalars, ops left whole) and ops a user forces to ``replicate``
+keep it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -47,6 +53,7 @@ import numpy as np
 from tf_tofu.core import progress
 from tf_tofu.layout import transfers
 from tf_tofu.core.regions import Region
+from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import REP, Cut, Partial, State
 from tf_tofu.search import dp
@@ -216,6 +223,15 @@ def _member_options(op: SOp, skeleton) -> list:
   return out
 
 
+def _contracts(ctx, describer: Describer) -> bool:
+  """Whether the op's work exceeds the elements it reads and writes ("split work")."""
+  sem, _ = describer(ctx)
+  if sem is None:
+    return False
+  data = sum(math.prod(t.shape) for t in (*ctx.inputs, *ctx.outputs))
+  return analysis.work(sem) > data
+
+
 def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced,
                     split_work: bool):
   options, meta = _op_strategies(op, ctx, n, describer)
@@ -225,7 +241,8 @@ def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, f
     if not options:
       raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
                        f"available with {n} workers; its options are {names}")
-  elif split_work and any(o[0] not in (REPLICATE, SINGLE) for o in options):
+  elif (split_work and any(o[0] not in (REPLICATE, SINGLE) for o in options)
+        and _contracts(ctx, describer)):
     options = [o for o in options if o[0] != REPLICATE]  # module docstring, "split work"
   out = []
   for name, needs, made in options:

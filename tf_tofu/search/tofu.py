@@ -68,8 +68,8 @@ def level_solver(describer: Describer, options: SearchOptions,
                  storage_price: Optional[float] = None):
   """Tofu's level solver: the exact one-cut DP.  ``storage_price`` (None: storage as
   ``options.allow_rep_storage`` says) allows replicated storage at that price per byte
-  (``onecut.storage_factors``; 0: replication free), and then ops that can split their
-  work do (``onecut``'s "split work")."""
+  (``onecut.storage_factors``; 0: replication free), and then contractions split their
+  work (``onecut``'s "split work")."""
   allow_rep = options.allow_rep_storage or storage_price is not None
 
   def solve(graph, groups, contexts, shapes, n, level, pricing=None):
