@@ -174,4 +174,5 @@ def update(text: str) -> None:
     _stack[-1].update(text)
 
 
-__all__ = ["DELAY", "HEARTBEAT", "INTERVAL", "Timing", "phase", "record", "set_verbose", "update", "verbose"]
+__all__ = ["DELAY", "HEARTBEAT", "INTERVAL", "Timing", "phase", "record", "set_verbose",
+           "update", "verbose"]

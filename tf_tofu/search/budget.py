@@ -22,8 +22,8 @@ replication for free; ``lambda -> inf`` is Tofu's cut-only storage.  In
 these searches a contraction (MatMul, Conv2D, their gradients) splits its
 work (``onecut``'s "split work"): bytes do not count work repeated on every
 device, and without that rule a large enough budget would make every device
-run the whole step (0 bytes, k times the work).  The candidates, each priced exactly (``evaluate``)
-and sized exactly (peak):
+run the whole step (0 bytes, k times the work).  The candidates, each priced
+exactly (``evaluate``) and sized exactly (peak):
 
 1. cut-only Tofu (``lambda = inf``, today's plan).  If its peak exceeds
    ``B``, :class:`TofuError` names that peak (the smallest the search finds:

@@ -181,8 +181,8 @@ def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, sign
 
   ``options``: per option its name and entries ``(kind, slot, need, cost vector)``;
   ``used slots``: the ``(kind, slot)`` the entries touch, in order of first use.
-  Ops of one signature (context, kind, forced strategy, split work, their slots' domains and
-  item sizes: ``signature[t]``) share it, with their own tensors filled in by
+  Ops of one signature (context, kind, forced strategy, split work, their slots' domains
+  and item sizes: ``signature[t]``) share it, with their own tensors filled in by
   :func:`_member_options`.
   """
   skey = (ckey, op.kind, forced, split_work, tuple(signature[t] if t else -1 for t in op.inputs),
