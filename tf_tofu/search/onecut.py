@@ -310,8 +310,8 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   distinct conversions of c``; a unit whose joint table would exceed
   ``MAX_JOINT`` entries is priced member by member instead.  ``storage_price``
   > 0 adds the memory term (module docstring) as ``penalties``; ``split_work``
-  drops ``replicate`` where an op can split its work (module docstring).  ``cache`` (for
-  ``n`` workers) carries prices over from other levels and planners.
+  drops ``replicate`` where a contraction can split its work (module docstring).
+  ``cache`` (for ``n`` workers) carries prices over from other levels and planners.
   """
   cache = cache if cache is not None else PricingCache(n)
   if cache.n != n:
