@@ -88,8 +88,9 @@ def candidate_states(shape: Sequence[int], n: int, allow_rep: bool) -> tuple[Sta
   return cuts + (REP,) if (allow_rep or not cuts) else cuts
 
 
-def _op_strategies(op: SOp, ctx, n: int, describer: Describer):
-  """``[(name, need per input slot, made per output)]`` of an op's options at this level."""
+def _op_strategies(op: SOp, ctx, n: int, describer: Describer, split_work: bool = False):
+  """``[(name, need per input slot, made per output)]`` of an op's options at this level
+  (``split_work``: no ``replicate`` for a contraction that can split; module docstring)."""
   whole_in = [Region.whole(t.shape) for t in ctx.inputs]
   whole_out = [Region.whole(t.shape) for t in ctx.outputs]
   if op.kind == "single":
@@ -108,8 +109,9 @@ def _op_strategies(op: SOp, ctx, n: int, describer: Describer):
         keys = [(w.w,) if isinstance(st, Partial) else () for w in s.workers]
         made.append((regions, keys))
       options.append((s.var, needs, made))
-  options.append((REPLICATE, [[r] * n for r in whole_in],
-                  [([r] * n, [()] * n) for r in whole_out]))
+  if not (split_work and options and _contracts(ctx, sem)):
+    options.append((REPLICATE, [[r] * n for r in whole_in],
+                    [([r] * n, [()] * n) for r in whole_out]))
   return options, meta
 
 
@@ -223,27 +225,22 @@ def _member_options(op: SOp, skeleton) -> list:
   return out
 
 
-def _contracts(ctx, describer: Describer) -> bool:
+def _contracts(ctx, sem) -> bool:
   """Whether the op's work exceeds the elements it reads and writes ("split work")."""
-  sem, _ = describer(ctx)
-  if sem is None:
-    return False
   data = sum(math.prod(t.shape) for t in (*ctx.inputs, *ctx.outputs))
   return analysis.work(sem) > data
 
 
 def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced,
                     split_work: bool):
-  options, meta = _op_strategies(op, ctx, n, describer)
+  # A forced strategy is the user's, ``replicate`` included.
+  options, meta = _op_strategies(op, ctx, n, describer, split_work and forced is None)
   if forced is not None:
     names = [o[0] for o in options]
     options = [o for o in options if o[0] == forced]
     if not options:
       raise ValueError(f"op {op.name!r} ({op.op_type}): the forced strategy {forced!r} is not "
                        f"available with {n} workers; its options are {names}")
-  elif (split_work and any(o[0] not in (REPLICATE, SINGLE) for o in options)
-        and _contracts(ctx, describer)):
-    options = [o for o in options if o[0] != REPLICATE]  # module docstring, "split work"
   out = []
   for name, needs, made in options:
     entries = []
