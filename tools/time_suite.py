@@ -7,7 +7,8 @@ measured), runs ``bash .ci/run`` in the clone (the README's test command:
 a new venv, ``pip install -e .[test,cpu]``, pytest), and writes the section
 "test suite time" with the wall-clock time of the whole command, of pytest
 alone (its own summary), the pytest summary line and the machine's load
-average when it started.  The suite must stay under 10 minutes.
+average when it started; the whole output is kept in the temp dir
+(``suite.log``, its path printed last).  The suite must stay under 10 minutes.
 """
 
 from __future__ import annotations
@@ -47,8 +48,12 @@ def main(argv):
   tail = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
   match = re.search(r"in ([\d.]+)s", tail)
   pytest_s = float(match.group(1)) if match else float("nan")
+  log = os.path.join(work, "suite.log")  # the whole output: a failure's traceback is early
+  with open(log, "w") as f:
+    f.write(run.stdout + "\n" + run.stderr)
   print(run.stdout[-3000:])
   print(run.stderr[-2000:], file=sys.stderr)
+  print(f"whole output: {log}")
   verdict = "passed" if run.returncode == 0 else f"FAILED (exit {run.returncode})"
   body = (f"The README's test command (`bash .ci/run`: new venv, `pip install -e .[test,cpu]`, "
           f"pytest) on a fresh clone of commit {head}; load average {load:.2f} when it "
