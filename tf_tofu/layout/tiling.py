@@ -28,6 +28,7 @@ them, so both see the same boxes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Optional, Sequence
 
@@ -55,6 +56,12 @@ def device_coords(device: int, factors: Sequence[int]) -> tuple[int, ...]:
     device, w = divmod(device, n)
     out.append(w)
   return tuple(reversed(out))
+
+
+@functools.lru_cache(maxsize=64)
+def coords_table(factors: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+  """``device_coords(d, factors)`` for every device ``d``, computed once per ``factors``."""
+  return tuple(device_coords(d, factors) for d in range(num_devices(factors)))
 
 
 def device_index(coords: Sequence[int], factors: Sequence[int]) -> int:
@@ -158,8 +165,15 @@ def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
   replicated at this level; the tiles, and so the priced and the sent bytes,
   say so.
   """
+  found = _cut(ctx, choice, n, describer, level)
+  return _whole_step(ctx) if found is None else _worker_step(ctx, *found, w)
+
+
+def _cut(ctx: OpContext, choice: str, n: int, describer: Describer, level: int):
+  """``(semantics, strategy)`` of cutting ``choice`` n ways, or None where every
+  worker runs the whole sub-op at this level (see :func:`descend`)."""
   if choice in (REPLICATE, SINGLE):
-    return Step(None, tuple(False for _ in ctx.outputs), None, ctx)
+    return None
   sem, reason = describer(ctx)
   if sem is None:
     raise TilingError(f"op {ctx.name!r}: cannot cut {choice!r} at level {level}: {reason}")
@@ -168,10 +182,18 @@ def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
     if any(v.name == choice for v in analysis.all_vars(sem)):
       # This worker's piece is too small (or unevenly shaped) for the cut that the
       # other workers make: it runs its piece replicated at this level.
-      return Step(None, tuple(False for _ in ctx.outputs), None, ctx)
+      return None
     raise TilingError(
         f"op {ctx.name!r} ({ctx.op_type}): the op has no index variable {choice!r} at level "
         f"{level}; its variables are {[v.name for v in analysis.all_vars(sem)]}")
+  return sem, strat
+
+
+def _whole_step(ctx: OpContext) -> Step:
+  return Step(None, tuple(False for _ in ctx.outputs), None, ctx)
+
+
+def _worker_step(ctx: OpContext, sem, strat, w: int) -> Step:
   view = strat.workers[w]
   spec = sem.shard_spec(view)
   return Step(view, tuple(isinstance(st, Partial) for st in strat.outputs),
@@ -181,7 +203,12 @@ def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
 
 def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
              describer: Describer) -> tuple[Optional[Tile], ...]:
-  """Per device, the tile of the op (None where the device runs no part of it)."""
+  """Per device, the tile of the op (None where the device runs no part of it).
+
+  The levels form a tree (a device is a path ``w_1..w_L``): each node's
+  sub-op is cut once for all its ``n_l`` children, so an op costs one
+  description per distinct node, not one per device and level.
+  """
   k = num_devices(factors)
   if len(strategy) != len(factors):
     raise TilingError(f"op {ctx.name!r}: strategy {list(strategy)} has {len(strategy)} levels, "
@@ -195,24 +222,30 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
     tile = Tile(0, whole_in, whole_out, tuple(() for _ in whole_out), ctx,
                 tuple(1.0 for _ in whole_out))
     return (tile,) + (None,) * (k - 1)
-  tiles = []
-  for device in range(k):
-    cur, ins, outs = ctx, whole_in, whole_out
-    keys = [[] for _ in whole_out]
-    scale = [1.0 for _ in whole_out]
-    for level, (choice, n, w) in enumerate(zip(strategy, factors, device_coords(device, factors))):
-      step = descend(cur, choice, n, w, describer, level + 1)
-      if step.view is not None:
-        ins = tuple(None if r is None else _offset(r, o)
-                    for r, o in zip(step.view.input_regions, ins))
-        outs = tuple(_offset(r, o) for r, o in zip(step.view.output_regions, outs))
-      for o, p in enumerate(step.partial):
-        if p:
-          keys[o].append(w)
-      if step.scale is not None:
-        scale = [s * float(f) for s, f in zip(scale, step.scale)]
-      cur = step.context
-    tiles.append(Tile(device, ins, outs, tuple(tuple(x) for x in keys), cur, tuple(scale)))
+  tiles: list[Tile] = []
+
+  def walk(level: int, cur: OpContext, ins, outs, keys: tuple, scale: tuple) -> None:
+    if level == len(factors):
+      tiles.append(Tile(len(tiles), ins, outs, keys, cur, scale))
+      return
+    n = factors[level]
+    found = _cut(cur, strategy[level], n, describer, level + 1)
+    if found is None:
+      for _ in range(n):
+        walk(level + 1, cur, ins, outs, keys, scale)
+      return
+    for w in range(n):
+      step = _worker_step(cur, *found, w)
+      walk(level + 1, step.context,
+           tuple(None if r is None else _offset(r, o)
+                 for r, o in zip(step.view.input_regions, ins)),
+           tuple(_offset(r, o) for r, o in zip(step.view.output_regions, outs)),
+           tuple(key + (w,) if p else key for key, p in zip(keys, step.partial)),
+           scale if step.scale is None else
+           tuple(s * float(f) for s, f in zip(scale, step.scale)))
+
+  walk(0, ctx, whole_in, whole_out, tuple(() for _ in whole_out),
+       tuple(1.0 for _ in whole_out))
   return tuple(tiles)
 
 

@@ -29,7 +29,7 @@ import dataclasses
 from typing import Optional, Sequence
 
 from tf_tofu.core.regions import Interval, Region, block
-from tf_tofu.layout.tiling import device_coords
+from tf_tofu.layout.tiling import coords_table
 
 COPY = "copy"
 REDUCE = "reduce"
@@ -53,8 +53,7 @@ class Piece:
     return self.region.volume
 
 
-def _common_prefix(a: int, b: int, factors: Sequence[int]) -> int:
-  ca, cb = device_coords(a, factors), device_coords(b, factors)
+def _common_prefix(ca: tuple[int, ...], cb: tuple[int, ...]) -> int:
   p = 0
   while p < len(ca) and ca[p] == cb[p]:
     p += 1
@@ -63,7 +62,10 @@ def _common_prefix(a: int, b: int, factors: Sequence[int]) -> int:
 
 def nearest(dst: int, candidates: Sequence[int], factors: Sequence[int]) -> int:
   """The candidate closest to ``dst`` in the device hierarchy (lowest index on ties)."""
-  return min(candidates, key=lambda c: (-_common_prefix(dst, c, factors), c))
+  if len(candidates) == 1:
+    return candidates[0]
+  coords = coords_table(tuple(factors))
+  return min(candidates, key=lambda c: (-_common_prefix(coords[dst], coords[c]), c))
 
 
 class _Overlaps:

@@ -32,7 +32,7 @@ from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import State
 from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.core.regions import Region
-from tf_tofu.layout.tiling import device_coords, held_regions, num_devices, op_tiles
+from tf_tofu.layout.tiling import coords_table, held_regions, num_devices, op_tiles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +54,8 @@ class Evaluation:
 
 
 def piece_level(piece: transfers.Piece, factors: Sequence[int]) -> int:
-  a, b = device_coords(piece.src, factors), device_coords(piece.dst, factors)
+  coords = coords_table(tuple(factors))
+  a, b = coords[piece.src], coords[piece.dst]
   for lvl, (x, y) in enumerate(zip(a, b)):
     if x != y:
       return lvl
