@@ -50,7 +50,7 @@ class GatherTest(parameterized.TestCase):
   @parameterized.parameters(((2, 2, 2, 2, 2, 2), (Cut(0), Cut(1), REP, Cut(0), Cut(1), Cut(0)),
                               (Cut(1), Cut(1), Cut(0), REP, Cut(0), Cut(1))),
                              ((3, 2, 2), (Cut(1), REP, Cut(0)), (REP, Cut(0), Cut(1))))
-  def test_the_overlap_index_finds_what_every_intersection_finds(self, f, have_l, need_l):
+  def test_pieces_are_every_intersection_from_the_nearest_replica(self, f, have_l, need_l):
     shape = (24, 20)
     have = tiling.held_regions(shape, list(have_l), f)
     need = tiling.held_regions(shape, list(need_l), f)
@@ -60,6 +60,39 @@ class GatherTest(parameterized.TestCase):
             for d, n in enumerate(need) if n.volume
             for b in boxes if b != have[d] and n.intersect(b).volume]
     self.assertEqual(got, want)
+
+  @parameterized.parameters(((2, 2, 2), (7, 5)), ((3, 2), (5, 1)), ((2, 3, 2), (13, 2, 3)))
+  def test_flows_are_the_pieces_without_their_boxes(self, f, shape):
+    # Uneven shapes (dims that 2 or 3 do not divide, dims smaller than k) on every
+    # pair of layouts, plain and from partial sums.
+    states = [REP] + [Cut(d) for d in range(len(shape))]
+    layouts = [tuple(states[(i + j) % len(states)] for j in range(len(f)))
+               for i in range(len(states))]
+    for have_l in layouts:
+      for need_l in layouts:
+        have = tiling.held_regions(shape, list(have_l), f)
+        need = tiling.held_regions(shape, list(need_l), f)
+        keys = [tiling.device_coords(d, f)[:1] for d in range(len(have))]
+        for pieces, flows in (
+            (transfers.gather(have, need, f), transfers.gather_flows(have, need, f)),
+            (transfers.produce_into([Region.whole(shape)] * len(have), keys, need, f),
+             transfers.produce_flows([Region.whole(shape)] * len(have), keys, need, f))):
+          self.assertEqual([(p.src, p.dst, p.elements) for p in pieces],
+                           list(zip(flows.src.tolist(), flows.dst.tolist(),
+                                    flows.elements.tolist())))
+
+  def test_level_table_is_the_first_differing_coordinate(self):
+    f = (2, 3, 2)
+    table = transfers.level_table(f)
+    for a in range(12):
+      for b in range(12):
+        ca, cb = tiling.device_coords(a, f), tiling.device_coords(b, f)
+        want = next((l for l in range(3) if ca[l] != cb[l]), 3)
+        self.assertEqual(table[a, b], want)
+
+  def test_a_need_outside_every_held_box_is_rejected(self):
+    with self.assertRaisesRegex(ValueError, "do not cover"):
+      transfers.gather([Region.of([(0, 4), (0, 6)]), None], [None, Region.whole(SHAPE)], (2,))
 
   def test_overlapping_boxes_rejected(self):
     with self.assertRaisesRegex(ValueError, "overlap"):

@@ -101,9 +101,13 @@ class Region:
 
   @property
   def volume(self) -> int:
-    v = 1
-    for iv in self.intervals:
-      v *= iv.size
+    # Computed once, like the hash: every piece and need is sized many times.
+    v = self.__dict__.get("_volume")
+    if v is None:
+      v = 1
+      for iv in self.intervals:
+        v *= iv.size
+      object.__setattr__(self, "_volume", v)
     return v
 
   @property

@@ -38,7 +38,7 @@ from tf_tofu.core.errors import TofuError
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
 from tf_tofu.core.regions import Interval, Region, block
-from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import Cut, Partial, Rep, State
 
 REPLICATE = "replicate"
@@ -206,8 +206,10 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
   """Per device, the tile of the op (None where the device runs no part of it).
 
   The levels form a tree (a device is a path ``w_1..w_L``): each node's
-  sub-op is cut once for all its ``n_l`` children, so an op costs one
-  description per distinct node, not one per device and level.
+  sub-op is cut once for all its ``n_l`` children, and children whose
+  sub-ops are equal (an even split) share one context object, so the cut
+  below them is made once too.  An op costs one description per distinct
+  sub-op and level, not one per device and level.
   """
   k = num_devices(factors)
   if len(strategy) != len(factors):
@@ -223,19 +225,35 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
                 tuple(1.0 for _ in whole_out))
     return (tile,) + (None,) * (k - 1)
   tiles: list[Tile] = []
+  cuts: dict = {}     # (id of a sub-op's context, level) -> _cut's answer
+  steps: dict = {}    # (id of a sub-op's context, level, w) -> worker w's Step
+  canonical: dict = {}  # context_key -> the one context object of equal sub-ops
+
+  def step_of(cur: OpContext, level: int, found, w: int) -> Step:
+    key = (id(cur), level, w)
+    step = steps.get(key)
+    if step is None:
+      step = _worker_step(cur, *found, w)
+      shared = canonical.setdefault(context_key(step.context), step.context)
+      if shared is not step.context:
+        step = dataclasses.replace(step, context=shared)
+      steps[key] = step
+    return step
 
   def walk(level: int, cur: OpContext, ins, outs, keys: tuple, scale: tuple) -> None:
     if level == len(factors):
       tiles.append(Tile(len(tiles), ins, outs, keys, cur, scale))
       return
     n = factors[level]
-    found = _cut(cur, strategy[level], n, describer, level + 1)
+    if (id(cur), level) not in cuts:
+      cuts[(id(cur), level)] = _cut(cur, strategy[level], n, describer, level + 1)
+    found = cuts[(id(cur), level)]
     if found is None:
       for _ in range(n):
         walk(level + 1, cur, ins, outs, keys, scale)
       return
     for w in range(n):
-      step = _worker_step(cur, *found, w)
+      step = step_of(cur, level, found, w)
       walk(level + 1, step.context,
            tuple(None if r is None else _offset(r, o)
                  for r, o in zip(step.view.input_regions, ins)),

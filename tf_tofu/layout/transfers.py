@@ -26,7 +26,10 @@ intermediate boxes are then gathered into the stored layout, so
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional, Sequence
+
+import numpy as np
 
 from tf_tofu.core.regions import Interval, Region, block
 from tf_tofu.layout.tiling import coords_table
@@ -68,38 +71,36 @@ def nearest(dst: int, candidates: Sequence[int], factors: Sequence[int]) -> int:
   return min(candidates, key=lambda c: (-_common_prefix(coords[dst], coords[c]), c))
 
 
-class _Overlaps:
-  """Boxes findable by overlap.  Per dim, the boxes grouped by their interval on it; a
-  query box meets box ``i`` (positive volume in common) iff it meets ``i``'s interval
-  on every dim, so the candidates are the intersection over dims of the boxes whose
-  interval meets the query's.  Held layouts are grids of few distinct intervals per
-  dim, so a query costs about ``rank x k^(1/levels)`` interval tests instead of one
-  box intersection per distinct box."""
+@functools.lru_cache(maxsize=64)
+def _closeness(factors: tuple[int, ...]) -> np.ndarray:
+  """``[dst, src]``: larger for a source :func:`nearest` prefers (longer common prefix,
+  then lower index)."""
+  coords = np.array(coords_table(factors), dtype=np.int64).reshape(-1, len(factors))
+  k = len(coords)
+  same = np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2)
+  return same.sum(axis=2) * k + (k - 1 - np.arange(k))[None, :]
 
-  def __init__(self, boxes: Sequence[Region]):
-    self.count = len(boxes)
-    rank = boxes[0].rank if boxes else 0
-    self.by_dim = []
-    for dim in range(rank):
-      groups: dict[Interval, set[int]] = {}
-      for i, b in enumerate(boxes):
-        groups.setdefault(b.intervals[dim], set()).add(i)
-      self.by_dim.append(list(groups.items()))
 
-  def meeting(self, r: Region) -> list[int]:
-    """Indices (ascending) of the boxes that share a positive volume with ``r`` (which
-    has a positive volume)."""
-    found: Optional[set[int]] = None
-    for dim, groups in enumerate(self.by_dim):
-      iv = r.intervals[dim]
-      hit: set[int] = set()
-      for jv, idx in groups:
-        if jv.lo < iv.hi and iv.lo < jv.hi:
-          hit |= idx
-      found = hit if found is None else found & hit
-      if not found:
-        return []
-    return sorted(found) if found is not None else list(range(self.count))
+@functools.lru_cache(maxsize=64)
+def level_table(factors: tuple[int, ...]) -> np.ndarray:
+  """``[src, dst]``: the level whose link a piece from ``src`` to ``dst`` crosses
+  (their first differing coordinate; ``len(factors)`` on the diagonal)."""
+  coords = np.array(coords_table(factors), dtype=np.int64).reshape(-1, len(factors))
+  same = np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2)
+  return same.sum(axis=2)
+
+
+def _bounds(regions: Sequence[Region], rank: int) -> tuple[np.ndarray, np.ndarray]:
+  lo = np.array([[iv.lo for iv in r.intervals] for r in regions], dtype=np.int64)
+  hi = np.array([[iv.hi for iv in r.intervals] for r in regions], dtype=np.int64)
+  return lo.reshape(len(regions), rank), hi.reshape(len(regions), rank)
+
+
+def _overlaps(alo, ahi, blo, bhi) -> np.ndarray:
+  """``[i, j]``: elements that box i of ``a`` and box j of ``b`` have in common."""
+  side = np.minimum(ahi[:, None, :], bhi[None, :, :]) - np.maximum(alo[:, None, :],
+                                                                   blo[None, :, :])
+  return np.prod(np.maximum(side, 0), axis=2)
 
 
 def distinct_boxes(have: Sequence[Optional[Region]]) -> dict[Region, list[int]]:
@@ -109,37 +110,83 @@ def distinct_boxes(have: Sequence[Optional[Region]]) -> dict[Region, list[int]]:
     if r is not None and r.volume > 0:
       boxes.setdefault(r, []).append(dev)
   regs = list(boxes)
-  index = _Overlaps(regs)
-  for i, a in enumerate(regs):
-    for j in index.meeting(a):
-      if j != i:
-        raise ValueError(f"held boxes {a} and {regs[j]} overlap without being equal; "
-                         "a layout must partition its tensor")
+  if len(regs) > 1:
+    lo, hi = _bounds(regs, regs[0].rank)
+    common = _overlaps(lo, hi, lo, hi)
+    np.fill_diagonal(common, 0)
+    if common.any():
+      i, j = (int(x) for x in np.argwhere(common)[0])
+      raise ValueError(f"held boxes {regs[i]} and {regs[j]} overlap without being equal; "
+                       "a layout must partition its tensor")
   return boxes
+
+
+@dataclasses.dataclass(frozen=True)
+class Flows:
+  """A conversion's pieces as arrays: piece ``i`` sends ``elements[i]`` elements from
+  device ``src[i]`` to ``dst[i]`` (what the search counts; :class:`Piece` adds the box)."""
+
+  src: np.ndarray
+  dst: np.ndarray
+  elements: np.ndarray
+
+  @staticmethod
+  def of(pieces: Sequence[Piece]) -> "Flows":
+    return Flows(np.array([p.src for p in pieces], dtype=np.int64),
+                 np.array([p.dst for p in pieces], dtype=np.int64),
+                 np.array([p.elements for p in pieces], dtype=np.int64))
+
+  def __add__(self, other: "Flows") -> "Flows":
+    return Flows(*(np.concatenate([a, b]) for a, b in
+                   ((self.src, other.src), (self.dst, other.dst),
+                    (self.elements, other.elements))))
+
+
+def _gather(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
+            factors: Sequence[int]):
+  """``(distinct held boxes, flows, box index per flow)`` of :func:`gather`."""
+  boxes = distinct_boxes(have)
+  regs = list(boxes)
+  dsts = [d for d, n in enumerate(need) if n is not None and n.volume > 0]
+  empty = np.zeros(0, dtype=np.int64)
+  if not dsts:
+    return regs, Flows(empty, empty, empty), empty
+  rank = need[dsts[0]].rank
+  if not regs:
+    raise ValueError(f"held boxes do not cover what is needed (0 of "
+                     f"{sum(need[d].volume for d in dsts)} elements)")
+  index = {r: j for j, r in enumerate(regs)}
+  own = np.array([index.get(have[d], -1) if have[d] is not None else -1 for d in dsts])
+  nlo, nhi = _bounds([need[d] for d in dsts], rank)
+  blo, bhi = _bounds(regs, rank)
+  common = _overlaps(nlo, nhi, blo, bhi)                      # [needing device, box]
+  needed = np.prod(nhi - nlo, axis=1)
+  kept = np.where(own >= 0, common[np.arange(len(dsts)), np.maximum(own, 0)], 0)
+  common[own >= 0, own[own >= 0]] = 0                          # what a device holds stays
+  if common.sum() != (needed - kept).sum():
+    raise ValueError(f"held boxes do not cover what is needed ({int(common.sum())} of "
+                     f"{int((needed - kept).sum())} elements)")
+  row, j = np.nonzero(common)                                  # device-major, boxes ascending
+  dst = np.array(dsts, dtype=np.int64)[row]
+  holders = np.zeros((len(regs), len(need)), dtype=bool)
+  for b, devs in enumerate(boxes.values()):
+    holders[b, devs] = True
+  src = np.argmax(np.where(holders[j], _closeness(tuple(factors))[dst], -1), axis=1)
+  return regs, Flows(src.astype(np.int64), dst, common[row, j].astype(np.int64)), j
 
 
 def gather(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
            factors: Sequence[int]) -> list[Piece]:
   """Pieces that give every device its ``need`` from the devices' ``have``."""
-  boxes = distinct_boxes(have)
-  regs = list(boxes)
-  index = _Overlaps(regs)
-  pieces = []
-  for dst, n in enumerate(need):
-    if n is None or n.volume == 0:
-      continue
-    own = have[dst]
-    for i in index.meeting(n):
-      box = regs[i]
-      if box == own:
-        continue
-      pieces.append(Piece(nearest(dst, boxes[box], factors), dst, n.intersect(box), COPY))
-  covered = sum(p.elements for p in pieces)
-  expected = sum((n.volume - (n.intersect(have[d]).volume if have[d] is not None else 0))
-                 for d, n in enumerate(need) if n is not None)
-  if covered != expected:
-    raise ValueError(f"held boxes do not cover what is needed ({covered} of {expected} elements)")
-  return pieces
+  regs, flows, box = _gather(have, need, factors)
+  return [Piece(int(s), int(d), need[d].intersect(regs[b]), COPY)
+          for s, d, b in zip(flows.src, flows.dst.tolist(), box.tolist())]
+
+
+def gather_flows(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
+                 factors: Sequence[int]) -> Flows:
+  """:func:`gather`'s pieces as :class:`Flows` (no boxes built)."""
+  return _gather(have, need, factors)[1]
 
 
 def _split_box(p: Region, parts: int) -> list[Region]:
@@ -211,4 +258,14 @@ def produce_into(produced: Sequence[Optional[Region]], keys: Sequence[Optional[t
     return gather(produced, stored, factors)
   red, inter = reduce_partials(produced, keys, stored, factors)
   return red + gather(inter, stored, factors)
+
+
+def produce_flows(produced: Sequence[Optional[Region]], keys: Sequence[Optional[tuple]],
+                  stored: Sequence[Optional[Region]], factors: Sequence[int]) -> Flows:
+  """:func:`produce_into`'s pieces as :class:`Flows`."""
+  partial = any(k for k in keys if k)
+  if not partial:
+    return gather_flows(produced, stored, factors)
+  red, inter = reduce_partials(produced, keys, stored, factors)
+  return Flows.of(red) + gather_flows(inter, stored, factors)
 

@@ -27,12 +27,14 @@ import collections
 import dataclasses
 from typing import Mapping, Optional, Sequence
 
+import numpy as np
+
 from tf_tofu.layout import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import State
 from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.core.regions import Region
-from tf_tofu.layout.tiling import coords_table, held_regions, num_devices, op_tiles
+from tf_tofu.layout.tiling import held_regions, num_devices, op_tiles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,15 +53,6 @@ class Evaluation:
   conversions: tuple[Conversion, ...]
   # (source device, destination device) -> bytes; sums to total_bytes.
   pair_bytes: Mapping[tuple[int, int], int] = dataclasses.field(default_factory=dict)
-
-
-def piece_level(piece: transfers.Piece, factors: Sequence[int]) -> int:
-  coords = coords_table(tuple(factors))
-  a, b = coords[piece.src], coords[piece.dst]
-  for lvl, (x, y) in enumerate(zip(a, b)):
-    if x != y:
-      return lvl
-  raise ValueError("a piece from a device to itself")
 
 
 class EvalCache:
@@ -141,14 +134,20 @@ class _Pricer:
         self.op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
       self.conversions.append(Conversion(tensor, what, total, tuple(lv)))
 
-  def elements_per_level(self, pieces) -> tuple[list[int], tuple]:
-    """``(elements per level, ((src, dst), elements) per device pair)`` of ``pieces``."""
-    lv = [0] * len(self.factors)
-    pairs: dict[tuple[int, int], int] = collections.defaultdict(int)
-    for p in pieces:
-      lv[piece_level(p, self.factors)] += p.elements
-      pairs[(p.src, p.dst)] += p.elements
-    return lv, tuple(sorted(pairs.items()))
+  def elements_per_level(self, flows: transfers.Flows) -> tuple[list[int], tuple]:
+    """``(elements per level, ((src, dst), elements) per device pair)`` of ``flows``."""
+    if not len(flows.elements):
+      return [0] * len(self.factors), ()
+    level = transfers.level_table(self.factors)[flows.src, flows.dst]
+    if (level == len(self.factors)).any():
+      raise ValueError("a piece from a device to itself")
+    lv = np.zeros(len(self.factors), dtype=np.int64)   # integer sums: bytes stay exact
+    np.add.at(lv, level, flows.elements)
+    ids, where = np.unique(flows.src * self.k + flows.dst, return_inverse=True)
+    sums = np.zeros(len(ids), dtype=np.int64)
+    np.add.at(sums, where.ravel(), flows.elements)
+    return ([int(x) for x in lv],
+            tuple(((int(i) // self.k, int(i) % self.k), int(x)) for i, x in zip(ids, sums)))
 
   def add_op(self, op) -> None:
     """Prices what ``op`` produces and records what it needs (priced by :meth:`add_feeds`)."""
@@ -174,7 +173,7 @@ class _Pricer:
         produced = [tile.outputs[o] if tile else None for tile in tiles]
         keys = [tile.partial_key[o] if tile else None for tile in tiles]
         self.pieces_cache[pkey] = self.elements_per_level(
-            transfers.produce_into(produced, keys, h, self.factors))
+            transfers.produce_flows(produced, keys, h, self.factors))
       self.account(t, f"produce {op.name}", self.pieces_cache[pkey], [op.name])
     for i, t in enumerate(op.inputs):
       if t is None:
@@ -195,7 +194,7 @@ class _Pricer:
         pkey = ("feed", hkey, need)
         if pkey not in self.pieces_cache:
           self.pieces_cache[pkey] = self.elements_per_level(
-              transfers.gather(h, list(need), self.factors))
+              transfers.gather_flows(h, list(need), self.factors))
         self.account(t, "feed " + ", ".join(ops), self.pieces_cache[pkey], ops)
 
   def result(self) -> Evaluation:

@@ -147,13 +147,13 @@ class _Pricer:
     return vec
 
   def feed(self, shape, states, need, itemsize) -> np.ndarray:
-    return self._vector("in", shape, states, (need, itemsize), lambda held: sum(
-        p.elements for p in transfers.gather(held, list(need), (self.n,))) * itemsize)
+    return self._vector("in", shape, states, (need, itemsize), lambda held: int(
+        transfers.gather_flows(held, list(need), (self.n,)).elements.sum()) * itemsize)
 
   def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
-    return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: sum(
-        p.elements for p in transfers.produce_into(list(regions), list(keys), held,
-                                                   (self.n,))) * itemsize)
+    return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: int(
+        transfers.produce_flows(list(regions), list(keys), held, (self.n,)).elements.sum())
+        * itemsize)
 
 
 class PricingCache:
