@@ -61,7 +61,8 @@ class GatherTest(parameterized.TestCase):
             for b in boxes if b != have[d] and n.intersect(b).volume]
     self.assertEqual(got, want)
 
-  @parameterized.parameters(((2, 2, 2), (7, 5)), ((3, 2), (5, 1)), ((2, 3, 2), (13, 2, 3)))
+  @parameterized.parameters(((2, 2, 2), (7, 5)), ((3, 2), (5, 1)), ((2, 3, 2), (13, 2, 3)),
+                            ((), (5, 3)))
   def test_flows_are_the_pieces_without_their_boxes(self, f, shape):
     # Uneven shapes (dims that 2 or 3 do not divide, dims smaller than k) on every
     # pair of layouts, plain and from partial sums.

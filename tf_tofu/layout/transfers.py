@@ -71,11 +71,16 @@ def nearest(dst: int, candidates: Sequence[int], factors: Sequence[int]) -> int:
   return min(candidates, key=lambda c: (-_common_prefix(coords[dst], coords[c]), c))
 
 
+def _coords_array(factors: tuple[int, ...]) -> np.ndarray:
+  table = coords_table(factors)
+  return np.array(table, dtype=np.int64).reshape(len(table), len(factors))
+
+
 @functools.lru_cache(maxsize=64)
 def _closeness(factors: tuple[int, ...]) -> np.ndarray:
   """``[dst, src]``: larger for a source :func:`nearest` prefers (longer common prefix,
   then lower index)."""
-  coords = np.array(coords_table(factors), dtype=np.int64).reshape(-1, len(factors))
+  coords = _coords_array(factors)
   k = len(coords)
   same = np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2)
   return same.sum(axis=2) * k + (k - 1 - np.arange(k))[None, :]
@@ -85,7 +90,7 @@ def _closeness(factors: tuple[int, ...]) -> np.ndarray:
 def level_table(factors: tuple[int, ...]) -> np.ndarray:
   """``[src, dst]``: the level whose link a piece from ``src`` to ``dst`` crosses
   (their first differing coordinate; ``len(factors)`` on the diagonal)."""
-  coords = np.array(coords_table(factors), dtype=np.int64).reshape(-1, len(factors))
+  coords = _coords_array(factors)
   same = np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2)
   return same.sum(axis=2)
 

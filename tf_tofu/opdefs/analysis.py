@@ -38,7 +38,7 @@ from typing import Optional
 
 from tf_tofu.opdefs import tdl
 from tf_tofu.opdefs.description import Semantics, WorkerView
-from tf_tofu.core.regions import Interval, Region, block, cut_region
+from tf_tofu.core.regions import Interval, Region, block
 from tf_tofu.core.states import PARTIAL, REP, Cut, State
 from tf_tofu.opdefs.strategy import InputNeed, Strategy
 
@@ -198,9 +198,11 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
 
   workers = []
   regions_per_input: dict[int, list[Region]] = {i: [] for i in range(n_inputs)}
+  full = _full_env(vars_)
+  reads = {i: [_Read(acc, full, var) for acc in group] for i, group in accs.items()}
   for w in range(n):
     lo, hi = block(var.extent, n, w)
-    env = _full_env(vars_)
+    env = dict(full)
     env[var] = (lo, hi - 1)
     in_regions: list[Optional[Region]] = []
     in_pads: list = []
@@ -214,7 +216,7 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
         in_regions.append(Region.whole(shape))
         in_pads.append(tuple((0, 0) for _ in shape))
         continue
-      got = _input_region(accs[i], env, var, shape)
+      got = _input_region(reads[i], env, shape)
       if got is None:
         return None
       region, pads = got
@@ -240,19 +242,43 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
                   outputs=tuple(out_states), workers=tuple(workers))
 
 
-def _input_region(accesses, env, var: tdl.Var, shape: tuple[int, ...]):
+class _Read:
+  """One access prepared for a strategy's workers: its bounds on the dims that do not
+  involve the cut variable (the same for every worker) and the dims that do."""
+
+  __slots__ = ("fixed", "varying")
+
+  def __init__(self, acc: tdl.Access, full_env: dict, var: tdl.Var):
+    self.fixed: list[tuple[int, int]] = []
+    self.varying: list[tuple[int, tdl.Affine]] = []
+    for d, e in enumerate(acc.index):
+      if isinstance(e, tdl._Full):
+        self.fixed.append((0, acc.shape[d] - 1))
+      else:
+        self.fixed.append(e.interval(full_env))
+        if var in e.vars():
+          self.varying.append((d, e))
+
+  def bounds(self, env: dict) -> list[tuple[int, int]]:
+    """Unclamped inclusive range of every dim under ``env`` (:func:`_access_bounds`)."""
+    b = list(self.fixed)
+    for d, e in self.varying:
+      b[d] = e.interval(env)
+    return b
+
+
+def _input_region(reads: list[_Read], env, shape: tuple[int, ...]):
   """``(region, padding)`` a worker reads of one input: the hull of its accesses under
   ``env``, clamped to the shape (what falls outside is padding), or None when cutting
-  ``var`` is not sound for this input."""
+  the variable is not sound for this input."""
   raw = None
   own: dict[int, tuple[int, int]] = {}  # per dim, the hull of accesses that vary with var
-  for acc in accesses:
-    b = _access_bounds(acc, env)
+  for read in reads:
+    b = read.bounds(env)
     raw = b if raw is None else [(min(a[0], c[0]), max(a[1], c[1])) for a, c in zip(raw, b)]
-    for d, e in enumerate(acc.index):
-      if not isinstance(e, tdl._Full) and var in e.vars():
-        lo_d, hi_d = own.get(d, b[d])
-        own[d] = (min(lo_d, b[d][0]), max(hi_d, b[d][1]))
+    for d, _ in read.varying:
+      lo_d, hi_d = own.get(d, b[d])
+      own[d] = (min(lo_d, b[d][0]), max(hi_d, b[d][1]))
   if any(raw[d] != rng for d, rng in own.items()):
     # Another access reads beyond var's range on a dim var cuts (a softmax's
     # normaliser over the row): the same op run on that region would compute
@@ -276,10 +302,16 @@ def _output_region(out, state: State, ranges, w: int) -> Region:
 
 
 def _classify(regions: list[Region], shape: tuple[int, ...], n: int):
-  if all(r.is_whole(shape) for r in regions):
+  """REP when every worker reads the whole input, Cut(d) when worker w reads block w
+  of dim d and the whole of every other dim, else None."""
+  spans = [tuple((iv.lo, iv.hi) for iv in r.intervals) for r in regions]
+  whole = tuple((0, d) for d in shape)
+  if all(s == whole for s in spans):
     return REP
   for d in range(len(shape)):
-    if all(r == cut_region(shape, d, n, w) for w, r in enumerate(regions)):
+    rest = whole[:d] + whole[d + 1:]
+    if all(s[d] == block(shape[d], n, w) and s[:d] + s[d + 1:] == rest
+           for w, s in enumerate(spans)):
       return Cut(d)
   return None
 
@@ -302,7 +334,9 @@ def strategies(sem: Semantics, n: int) -> tuple[Strategy, ...]:
   return tuple(out)
 
 
-def _is_elementwise(sem: Semantics) -> bool:
+def is_elementwise(sem: Semantics) -> bool:
+  """Every output is ``f(inputs at the output's own index)``, NumPy-broadcast: one
+  shape of outputs, each input dim indexed by the output's dim (or size 1)."""
   first = sem.outputs[0].dims if sem.outputs else ()
   for out in sem.outputs:
     if out.dims != first or any(len(d) != 1 for d in out.dims):
@@ -342,5 +376,5 @@ def facts(sem: Semantics) -> OpFacts:
       output_vars=tuple(v.name for v in vars_ if v in out_vars),
       reduction_vars=tuple(v.name for v in vars_ if v not in out_vars),
       opaque_vars=tuple(sorted(v.name for v in opaque)),
-      elementwise=_is_elementwise(sem),
+      elementwise=is_elementwise(sem),
       cuttable_dims=tuple(tuple(sorted(c)) for c in cuttable))

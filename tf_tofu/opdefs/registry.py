@@ -112,13 +112,13 @@ class Describer:
       self._strategies[key] = got
     return got[1]
 
-  def facts(self, sem: Semantics):
-    """``analysis.facts(sem)`` (cached)."""
+  def elementwise(self, sem: Semantics) -> bool:
+    """``analysis.is_elementwise(sem)`` (cached)."""
     from tf_tofu.opdefs import analysis
-    key = (id(sem), "facts")
+    key = (id(sem), "elementwise")
     got = self._strategies.get(key)
     if got is None:
-      got = (sem, analysis.facts(sem))
+      got = (sem, analysis.is_elementwise(sem))
       self._strategies[key] = got
     return got[1]
 

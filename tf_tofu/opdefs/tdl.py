@@ -120,10 +120,14 @@ class Affine:
     return Div(self, d, exact=False)
 
   def vars(self) -> frozenset:
-    out = set()
-    for atom, _ in self.terms:
-      out |= {atom} if isinstance(atom, Var) else atom.vars()
-    return frozenset(out)
+    out = self.__dict__.get("_vars")  # computed once: the analysis asks per worker
+    if out is None:
+      out = set()
+      for atom, _ in self.terms:
+        out |= {atom} if isinstance(atom, Var) else atom.vars()
+      out = frozenset(out)
+      object.__setattr__(self, "_vars", out)
+    return out
 
   def coefficient(self, v: Var) -> int:
     """The coefficient of ``v`` when it appears directly (not under a Div)."""

@@ -64,7 +64,7 @@ def tensor_groups(graph: SearchGraph, describer: Describer) -> list[list[str]]:
     if op.kind != "compute" or len(op.outputs) != 1:
       continue
     sem, _ = describer(op.context)
-    if sem is None or not describer.facts(sem).elementwise:
+    if sem is None or not describer.elementwise(sem):
       continue
     for t in op.inputs:
       if t is not None:
