@@ -18,10 +18,22 @@ HEADER = ("# Benchmarks\n\n"
           "Times are wall-clock on the machine named in the section; bytes are per training step.\n")
 
 
+def _cpu() -> str:
+  """The processor's model name (Linux), else the architecture: times depend on it."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return f"{platform.machine()} {line.split(':', 1)[1].strip()}"
+  except OSError:
+    pass
+  return platform.machine()
+
+
 def write_section(name: str, command: str, body: str) -> None:
   text = open(DOC).read() if os.path.exists(DOC) else HEADER
   stamp = datetime.date.today().isoformat()
-  machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+  machine = f"{_cpu()}, {os.cpu_count()} cores, Python {platform.python_version()}"
   section = (f"<!-- begin {name} -->\n## {name}\n\nCommand: `{command}` ({stamp}; {machine})\n\n"
              f"{body.rstrip()}\n<!-- end {name} -->\n")
   pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n",

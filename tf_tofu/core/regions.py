@@ -97,7 +97,11 @@ class Region:
 
   @property
   def shape(self) -> tuple[int, ...]:
-    return tuple(iv.size for iv in self.intervals)
+    got = self.__dict__.get("_shape")  # computed once, like the hash and the volume
+    if got is None:
+      got = tuple(iv.size for iv in self.intervals)
+      object.__setattr__(self, "_shape", got)
+    return got
 
   @property
   def volume(self) -> int:
