@@ -119,7 +119,9 @@ def main(argv):
   if FLAGS.write:
     body = ("Planning seconds (tofu, trace and description excluded) vs PaSE's, with the ratio "
             "ours / PaSE's (below 1: faster).  PaSE's seconds are the issue's measurements "
-            "on this kind of machine; see the tool's docstring for the models.\n\n"
+            "on a 2-core machine, not re-measured; ours are measured on the machine named "
+            "above, so a ratio also carries the two machines' difference.  See the tool's "
+            "docstring for the models.\n\n"
             "| model | ops (ours) | " + " | ".join(f"p={p}" for p in ps) + " |\n"
             "|---|---|" + "---|" * len(ps) + "\n" + "\n".join(rows))
     benchdoc.write_section("planning time against PaSE",

@@ -122,14 +122,39 @@ class Region:
     """Numpy-style slices that cut this box out of the whole tensor."""
     return tuple(slice(iv.lo, iv.hi) for iv in self.intervals)
 
+  def __eq__(self, other) -> bool:
+    if self is other:
+      return True
+    if not isinstance(other, Region):
+      return NotImplemented
+    return hash(self) == hash(other) and self.intervals == other.intervals
+
   def intersect(self, other: "Region") -> "Region":
-    _check_rank(self, other)
-    ivs = tuple(a.intersect(b) for a, b in zip(self.intervals, other.intervals))
-    if all(x is a for x, a in zip(ivs, self.intervals)):
+    """The common box (``Interval.intersect`` per dim; an operand equal to the result
+    is returned as is).  Written out per dim: the memory model and the search
+    intersect boxes millions of times."""
+    if self is other:
       return self
-    if all(x is b for x, b in zip(ivs, other.intervals)):
+    _check_rank(self, other)
+    ivs = []
+    mine = theirs = True
+    for a, b in zip(self.intervals, other.intervals):
+      lo = a.lo if a.lo >= b.lo else b.lo
+      hi = a.hi if a.hi <= b.hi else b.hi
+      if hi >= lo and lo == a.lo and hi == a.hi:
+        iv = a
+      elif hi >= lo and lo == b.lo and hi == b.hi:
+        iv = b
+      else:
+        iv = Interval(lo, hi if hi > lo else lo)
+      mine = mine and iv is a
+      theirs = theirs and iv is b
+      ivs.append(iv)
+    if mine:
+      return self
+    if theirs:
       return other
-    return Region(ivs)
+    return Region(tuple(ivs))
 
   def hull(self, other: "Region") -> "Region":
     _check_rank(self, other)

@@ -45,6 +45,7 @@ convolution's explicit padding are not modelled.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Mapping, Optional, Sequence
 
@@ -78,6 +79,7 @@ class _Shard:
   device: int
 
 
+@functools.lru_cache(maxsize=None)
 def _numpy_dtype(dtype: str):
   return tf.as_dtype(dtype).as_numpy_dtype
 
@@ -250,8 +252,9 @@ class _Model:
         out[d] = self.s.const(d, np.zeros(n.shape), self.g.tensors[t].dtype, pooled=False)
         continue
       own, parts = have[d], []
-      if own is not None and n.intersect(own.box).volume:
-        parts.append(self.local(t, own, n.intersect(own.box)))
+      kept = None if own is None else n.intersect(own.box)
+      if kept is not None and kept.volume:
+        parts.append(self.local(t, own, kept))
       for p in by_dst.get(d, ()):
         if (p.src, p.region) not in sent:
           sent[(p.src, p.region)] = self.send(t, have[p.src], p.region)
