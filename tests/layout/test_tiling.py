@@ -5,7 +5,7 @@ from absl.testing import absltest, parameterized
 from tf_tofu.layout import tiling
 from tf_tofu.opdefs.cases import Case, Rand
 from tf_tofu.core.regions import Region
-from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import REP, Cut
 from tf_tofu.opdefs.validate import build_case
 
@@ -69,6 +69,41 @@ class OpTilesTest(absltest.TestCase):
     tiles = tiling.op_tiles(matmul_ctx(m=3), ("i", "i"), (2, 2), Describer())
     self.assertEqual(tiles[2].outputs[0], tiles[3].outputs[0])
     self.assertNotEqual(tiles[0].outputs[0], tiles[1].outputs[0])
+
+  def test_the_tree_walk_is_every_device_descending_alone(self):
+    # op_tiles cuts each distinct sub-op once and shares equal sub-ops between
+    # siblings; composing tiling.descend level by level per device is the
+    # definition.  Uneven sizes (7 rows over 2 x 3, a window whose edge workers
+    # need padding) make siblings differ.
+    conv, _ = build_case(Case("Conv2D", [Rand((3, 7, 9, 2)), Rand((3, 3, 2, 4))],
+                              {"strides": [1, 1, 1, 1], "padding": "SAME"}))
+    for ctx, strategy, factors in ((matmul_ctx(m=7, k=5), ("i", "k", "j"), (2, 3, 2)),
+                                   (matmul_ctx(m=7, k=5), ("k", "replicate", "k"), (2, 2, 2)),
+                                   (conv, ("y", "x", "b"), (2, 3, 2)),
+                                   (conv, ("x", "x", "y"), (2, 2, 2))):
+      describer = Describer()
+      tiles = tiling.op_tiles(ctx, strategy, factors, describer)
+      for d, tile in enumerate(tiles):
+        cur = ctx
+        ins = tuple(Region.whole(t.shape) for t in ctx.inputs)
+        outs = tuple(Region.whole(t.shape) for t in ctx.outputs)
+        keys = [() for _ in outs]
+        for level, (choice, n, w) in enumerate(zip(strategy, factors,
+                                                   tiling.device_coords(d, factors))):
+          step = tiling.descend(cur, choice, n, w, describer, level + 1)
+          if step.view is not None:
+            ins = tuple(Region(tuple(tiling.Interval(o.lo + r.lo, o.lo + r.hi)
+                                     for r, o in zip(a.intervals, b.intervals)))
+                        for a, b in zip(step.view.input_regions, ins))
+            outs = tuple(Region(tuple(tiling.Interval(o.lo + r.lo, o.lo + r.hi)
+                                      for r, o in zip(a.intervals, b.intervals)))
+                         for a, b in zip(step.view.output_regions, outs))
+          keys = [k + (w,) if p else k for k, p in zip(keys, step.partial)]
+          cur = step.context
+        with self.subTest(op=ctx.op_type, strategy=strategy, device=d):
+          self.assertEqual((tile.inputs, tile.outputs, tile.partial_key),
+                           (ins, outs, tuple(keys)))
+          self.assertEqual(context_key(tile.context), context_key(cur))
 
   def test_unknown_variable_raises(self):
     with self.assertRaisesRegex(tiling.TilingError, "no index variable 'z'"):
