@@ -348,7 +348,7 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
              for op in unit]
     scope = {group_of[_slot_tensor(op, kind, idx)] for op, sk in zip(unit, skels)
              for kind, idx in sk[2]}
-    combos = float(np.prod([float(len(sk[1])) for sk in skels]))
+    combos = float(math.prod(float(len(sk[1])) for sk in skels))
     per_axis = combos * sum(len(domains[g]) for g in scope)
     parts = [(unit, skels)] if per_axis <= MAX_JOINT else [([op], [sk]) for op, sk in
                                                           zip(unit, skels)]
@@ -480,15 +480,20 @@ class ComboNames:
   def __init__(self, per_member: Sequence[Sequence[str]]):
     self.per_member = tuple(tuple(names) for names in per_member)
     self.sizes = tuple(len(names) for names in self.per_member)
+    self._len = math.prod(self.sizes)
 
   def __len__(self) -> int:
-    return int(np.prod(self.sizes, dtype=np.int64))
+    return self._len
 
   def __getitem__(self, c: int) -> tuple[str, ...]:
-    if not 0 <= int(c) < len(self):
-      raise IndexError(f"joint option {c} of {len(self)}")  # ends iteration, as a sequence
-    index = np.unravel_index(int(c), self.sizes)
-    return tuple(names[i] for names, i in zip(self.per_member, index))
+    c = int(c)
+    if not 0 <= c < self._len:
+      raise IndexError(f"joint option {c} of {self._len}")  # ends iteration, as a sequence
+    out = []
+    for names, size in zip(reversed(self.per_member), reversed(self.sizes)):
+      c, i = divmod(c, size)  # the last member varies fastest (itertools.product order)
+      out.append(names[i])
+    return tuple(reversed(out))
 
   def __eq__(self, other) -> bool:
     return isinstance(other, ComboNames) and self.per_member == other.per_member
@@ -567,9 +572,10 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
       full[aux] = best
       aux += 1
     alt = int(order[1]) if len(order) > 1 else None
+    best_names, alt_names = names[best], (names[alt] if alt is not None else None)
     for m, op in enumerate(members):
-      choices[op.name] = Choice(names[best][m], float(vec[best]),
-                                names[alt][m] if alt is not None else None,
+      choices[op.name] = Choice(best_names[m], float(vec[best]),
+                                alt_names[m] if alt is not None else None,
                                 float(vec[alt]) if alt is not None else None)
   states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
