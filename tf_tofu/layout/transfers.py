@@ -56,43 +56,31 @@ class Piece:
     return self.region.volume
 
 
-def _common_prefix(ca: tuple[int, ...], cb: tuple[int, ...]) -> int:
-  p = 0
-  while p < len(ca) and ca[p] == cb[p]:
-    p += 1
-  return p
-
-
-def nearest(dst: int, candidates: Sequence[int], factors: Sequence[int]) -> int:
-  """The candidate closest to ``dst`` in the device hierarchy (lowest index on ties)."""
-  if len(candidates) == 1:
-    return candidates[0]
-  coords = coords_table(tuple(factors))
-  return min(candidates, key=lambda c: (-_common_prefix(coords[dst], coords[c]), c))
-
-
-def _coords_array(factors: tuple[int, ...]) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def level_table(factors: tuple[int, ...]) -> np.ndarray:
+  """``[a, b]``: the length of devices a's and b's common coordinate prefix, i.e. the
+  level whose link a piece between them crosses (``len(factors)`` on the diagonal)."""
   table = coords_table(factors)
-  return np.array(table, dtype=np.int64).reshape(len(table), len(factors))
+  coords = np.array(table, dtype=np.int64).reshape(len(table), len(factors))
+  return np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2).sum(axis=2)
 
 
 @functools.lru_cache(maxsize=64)
 def _closeness(factors: tuple[int, ...]) -> np.ndarray:
   """``[dst, src]``: larger for a source :func:`nearest` prefers (longer common prefix,
   then lower index)."""
-  coords = _coords_array(factors)
-  k = len(coords)
-  same = np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2)
-  return same.sum(axis=2) * k + (k - 1 - np.arange(k))[None, :]
+  prefix = level_table(factors)
+  k = len(prefix)
+  return prefix * k + (k - 1 - np.arange(k))[None, :]
 
 
-@functools.lru_cache(maxsize=64)
-def level_table(factors: tuple[int, ...]) -> np.ndarray:
-  """``[src, dst]``: the level whose link a piece from ``src`` to ``dst`` crosses
-  (their first differing coordinate; ``len(factors)`` on the diagonal)."""
-  coords = _coords_array(factors)
-  same = np.cumprod(coords[:, None, :] == coords[None, :, :], axis=2)
-  return same.sum(axis=2)
+def nearest(dst: int, candidates: Sequence[int], factors: Sequence[int]) -> int:
+  """The candidate closest to ``dst`` in the device hierarchy (longest common prefix of
+  coordinates, lowest index on ties)."""
+  if len(candidates) == 1:
+    return candidates[0]
+  row = _closeness(tuple(factors))[dst]
+  return max(candidates, key=lambda c: row[c])
 
 
 def _bounds(regions: Sequence[Region], rank: int) -> tuple[np.ndarray, np.ndarray]:
