@@ -96,22 +96,28 @@ def _overlaps(alo, ahi, blo, bhi) -> np.ndarray:
   return np.prod(np.maximum(side, 0), axis=2)
 
 
-def distinct_boxes(have: Sequence[Optional[Region]]) -> dict[Region, list[int]]:
-  """Distinct held boxes with their holders; checks they partition what they cover."""
+def _held(have: Sequence[Optional[Region]]):
+  """``(distinct held boxes -> holders, their lower bounds, upper bounds)``; checks that
+  the boxes partition what they cover."""
   boxes: dict[Region, list[int]] = {}
   for dev, r in enumerate(have):
     if r is not None and r.volume > 0:
       boxes.setdefault(r, []).append(dev)
   regs = list(boxes)
+  lo, hi = _bounds(regs, regs[0].rank if regs else 0)
   if len(regs) > 1:
-    lo, hi = _bounds(regs, regs[0].rank)
     common = _overlaps(lo, hi, lo, hi)
     np.fill_diagonal(common, 0)
     if common.any():
       i, j = (int(x) for x in np.argwhere(common)[0])
       raise ValueError(f"held boxes {regs[i]} and {regs[j]} overlap without being equal; "
                        "a layout must partition its tensor")
-  return boxes
+  return boxes, lo, hi
+
+
+def distinct_boxes(have: Sequence[Optional[Region]]) -> dict[Region, list[int]]:
+  """Distinct held boxes with their holders; checks they partition what they cover."""
+  return _held(have)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +144,7 @@ class Flows:
 def _gather(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
             factors: Sequence[int]):
   """``(distinct held boxes, flows, box index per flow)`` of :func:`gather`."""
-  boxes = distinct_boxes(have)
+  boxes, blo, bhi = _held(have)
   regs = list(boxes)
   dsts = [d for d, n in enumerate(need) if n is not None and n.volume > 0]
   empty = np.zeros(0, dtype=np.int64)
@@ -148,10 +154,11 @@ def _gather(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
   if not regs:
     raise ValueError(f"held boxes do not cover what is needed (0 of "
                      f"{sum(need[d].volume for d in dsts)} elements)")
+  if blo.shape[1] != rank:
+    raise ValueError(f"regions of rank {blo.shape[1]} and {rank} cannot be combined")
   index = {r: j for j, r in enumerate(regs)}
   own = np.array([index.get(have[d], -1) if have[d] is not None else -1 for d in dsts])
   nlo, nhi = _bounds([need[d] for d in dsts], rank)
-  blo, bhi = _bounds(regs, rank)
   common = _overlaps(nlo, nhi, blo, bhi)                      # [needing device, box]
   needed = np.prod(nhi - nlo, axis=1)
   kept = np.where(own >= 0, common[np.arange(len(dsts)), np.maximum(own, 0)], 0)

@@ -249,15 +249,9 @@ class _Read:
   __slots__ = ("fixed", "varying")
 
   def __init__(self, acc: tdl.Access, full_env: dict, var: tdl.Var):
-    self.fixed: list[tuple[int, int]] = []
-    self.varying: list[tuple[int, tdl.Affine]] = []
-    for d, e in enumerate(acc.index):
-      if isinstance(e, tdl._Full):
-        self.fixed.append((0, acc.shape[d] - 1))
-      else:
-        self.fixed.append(e.interval(full_env))
-        if var in e.vars():
-          self.varying.append((d, e))
+    self.fixed = _access_bounds(acc, full_env)
+    self.varying = [(d, e) for d, e in enumerate(acc.index)
+                    if not isinstance(e, tdl._Full) and var in e.vars()]
 
   def bounds(self, env: dict) -> list[tuple[int, int]]:
     """Unclamped inclusive range of every dim under ``env`` (:func:`_access_bounds`)."""
