@@ -11,6 +11,7 @@ bytes must be equal, not merely close.
 
 import functools
 import os
+from unittest import mock
 
 import tensorflow as tf
 from absl.testing import absltest, parameterized
@@ -154,6 +155,25 @@ class KnownAnswerTest(absltest.TestCase):
     with self.assertRaisesRegex(plans.PlanError, "3 device names"):
       memory.plan_schedule(sg, (2,), layouts, {"mm": ("i",), "relu": ("i0",)}, describer,
                            ("a", "b", "c"))
+
+
+class ReplayTest(parameterized.TestCase):
+  """A conversion recorded once and replayed emits the nodes its own emission would."""
+
+  @parameterized.parameters(("gpt", "keras", 4), ("wresnet", "tf", 8), ("lstm", "tf", 2))
+  def test_replayed_schedule_is_the_emitted_one(self, family, flavor, k):
+    _, sg, describer = _traced(family, flavor, "adam")
+    plan = api.plan_view(sg, k, describer=describer, memory=False)
+    args = (sg, plan.factors, plan.layouts, plan.strategies, describer, plan.devices)
+    replays = []
+    replay = memory._Template.replay
+    with mock.patch.object(memory._Template, "replay",
+                           lambda t, *a: replays.append(t) or replay(t, *a)):
+      replayed = memory.plan_schedule(*args)
+    self.assertGreater(len(replays), 10)  # repeated layers reuse their conversions
+    with mock.patch.object(memory._Template, "of", lambda *a: None):
+      emitted = memory.plan_schedule(*args)  # every conversion emitted afresh
+    self.assertEqual(replayed, emitted)  # every step (names, inputs, bytes) and persistent
 
 
 class SingleDeviceTest(absltest.TestCase):

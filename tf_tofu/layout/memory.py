@@ -53,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
+from tf_tofu.core import collector
 from tf_tofu.core.plan import PlanError
 from tf_tofu.core.regions import Interval, Region
 from tf_tofu.graph import view as view_lib
@@ -85,37 +86,122 @@ def _numpy_dtype(dtype: str):
 
 
 class _Schedule:
-  """The nodes of a plan's rewrite as liveness steps, with the persistent bytes."""
+  """The nodes of a plan's rewrite as liveness steps, with the persistent bytes.
+
+  A conversion (an input's gather, an output's reduce and gather) emits the same nodes
+  for every tensor with the same dtype and boxes; only the names of the shards it reads
+  differ.  :meth:`converted` records the nodes the first time and replays them after
+  (every layer of a model, every step of an unrolled RNN): same steps, same bytes, no
+  box arithmetic."""
 
   def __init__(self, devices: Sequence[str]):
     self.devices = tuple(devices)
     self.steps: list[Step] = []
     self.persistent = [0] * len(self.devices)
     self._pool: dict[tuple, str] = {}
+    self._log: Optional[list] = None           # the conversion being recorded
+    self._templates: dict[tuple, Optional[_Template]] = {}
 
   def add(self, op_type: str, device: int, inputs: Sequence[str],
           output_bytes: Sequence[int] = ()) -> str:
     """A node; returns its first output's name."""
-    name = f"n{len(self.steps)}"
-    self.steps.append(Step(name, self.devices[device], op_type, tuple(inputs),
-                           tuple(int(b) for b in output_bytes)))
-    return name + ":0"
+    name = f"n{len(self.steps)}:0"
+    output_bytes = tuple(int(b) for b in output_bytes)
+    self.steps.append(Step(name[:-2], self.devices[device], op_type, tuple(inputs),
+                           output_bytes))
+    if self._log is not None:
+      self._log.append((name, op_type, device, tuple(inputs), output_bytes))
+    return name
 
   def const(self, device: int, value, dtype: str, pooled: bool = True) -> str:
     """A constant on ``device`` (persistent; pooled ones once per device and value)."""
-    arr = np.asarray(value).astype(_numpy_dtype(dtype))
-    key = (device, dtype, arr.shape, arr.tobytes())
-    if pooled and key in self._pool:
-      return self._pool[key]
-    self.persistent[device] += arr.nbytes
-    name = self.add("Const", device, (), (arr.nbytes,))
-    if pooled:
-      self._pool[key] = name
+    arr = np.asarray(value, dtype=_numpy_dtype(dtype))  # no copy when the dtype is right
+    return self.keyed_const((device, dtype, arr.shape, arr.tobytes()), arr.nbytes, pooled)
+
+  def keyed_const(self, key: tuple, nbytes: int, pooled: bool) -> str:
+    """The constant ``key = (device, dtype, shape, bytes)`` (see :meth:`const`)."""
+    name = self._pool.get(key) if pooled else None
+    if name is None:
+      log, self._log = self._log, None  # recorded as the constant, not as its node
+      self.persistent[key[0]] += nbytes
+      name = self.add("Const", key[0], (), (nbytes,))
+      self._log = log
+      if pooled:
+        self._pool[key] = name
+    if self._log is not None:
+      self._log.append((name, None, key, nbytes, pooled))
     return name
 
   def index_const(self, device: int, values: Sequence[int]) -> str:
     dt = "int64" if any(abs(int(v)) >= 2**31 for v in values) else "int32"
     return self.const(device, np.asarray(list(values), dtype=dt), dt)
+
+  def converted(self, key: tuple, reads: Sequence[Optional[str]], emit
+                ) -> list[Optional[str]]:
+    """``emit()``, a conversion that reads the tensors ``reads`` and returns a name per
+    device: recorded under ``key`` (what the nodes depend on besides ``reads``), then
+    replayed for every later conversion with the same key."""
+    if key in self._templates and self._templates[key] is not None:
+      return self._templates[key].replay(self, reads)
+    if self._log is not None:
+      raise AssertionError("conversions do not nest")
+    self._log = []
+    try:
+      out = emit()
+      template = _Template.of(self._log, reads, out)
+    finally:
+      self._log = None
+    self._templates[key] = template
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Template:
+  """A recorded conversion.  ``instructions``: ``(None, key, nbytes, pooled)`` for a
+  constant, ``(op_type, device, refs, output_bytes)`` for a node; a ref ``r >= 0`` is
+  instruction ``r``'s name, ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or
+  None) per device."""
+
+  instructions: tuple
+  outputs: tuple
+
+  @classmethod
+  def of(cls, log: list, reads: Sequence[Optional[str]], out: Sequence[Optional[str]]
+         ) -> Optional["_Template"]:
+    """The template of ``log``, or None where names cannot be told apart (a tensor read
+    twice, a pooled constant that is also read): such a conversion is emitted each time."""
+    refs: dict[str, int] = {}
+    for i, x in enumerate(reads):
+      if x is not None:
+        if x in refs:
+          return None
+        refs[x] = -1 - i
+    instructions = []
+    for j, (name, op_type, *rest) in enumerate(log):
+      if op_type is None:
+        instructions.append((None, *rest))
+      else:
+        device, inputs, output_bytes = rest
+        if any(x not in refs for x in inputs):
+          return None
+        instructions.append((op_type, device, tuple(refs[x] for x in inputs), output_bytes))
+      if name in refs and (refs[name] < 0 or instructions[refs[name]][0] is not None):
+        return None  # (a pooled constant asked for twice is one name, as on replay)
+      refs[name] = j
+    if any(x is not None and x not in refs for x in out):
+      return None
+    return cls(tuple(instructions), tuple(None if x is None else refs[x] for x in out))
+
+  def replay(self, s: _Schedule, reads: Sequence[Optional[str]]) -> list[Optional[str]]:
+    got: list[str] = []
+    for op_type, *rest in self.instructions:
+      if op_type is None:
+        got.append(s.keyed_const(*rest))
+      else:
+        device, refs, output_bytes = rest
+        got.append(s.add(op_type, device, [got[r] if r >= 0 else reads[-1 - r] for r in refs],
+                         output_bytes))
+    return [None if r is None else (got[r] if r >= 0 else reads[-1 - r]) for r in self.outputs]
 
 
 class _Model:
@@ -270,9 +356,16 @@ class _Model:
               stored: Sequence[Region]) -> list[_Shard]:
     """An op's outputs (maybe partial sums) into the stored layout (``Converter.produce``)."""
     boxes = tuple(None if s is None else s.box for s in produced)
+    key = ("out", self.g.tensors[t].dtype, boxes, tuple(keys), tuple(stored))
+    got = self.s.converted(key, [None if s is None else s.tensor for s in produced],
+                           lambda: self._produce(t, produced, keys, stored))
+    return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
+
+  def _produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
+               stored: Sequence[Region]) -> list[Optional[str]]:
     if not any(k for k in keys if k):
-      got = self.gather(t, produced, stored)
-      return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
+      return self.gather(t, produced, stored)
+    boxes = tuple(None if s is None else s.box for s in produced)
     key = ("reduce", boxes, tuple(keys), tuple(stored))
     if key not in self._pieces:
       red, inter = transfers.reduce_partials(list(boxes), list(keys), list(stored), self.factors)
@@ -289,13 +382,15 @@ class _Model:
       addends = [self.send(t, produced[p.src], p.region) for p in by_dst.get(d, ())]
       summed[d] = mine if not addends else _Shard(box, self.s.add(
           "AddN", d, (mine.tensor, *(a.tensor for a in addends)), (self.nbytes(t, box),)), d)
-    got = self.gather(t, summed, stored, after)
-    return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
+    return self.gather(t, summed, stored, after)
 
   def input(self, t: str, need: tuple) -> list[Optional[str]]:
     by_need = self.needs.setdefault(t, {})
     if need not in by_need:
-      by_need[need] = self.gather(t, self.shards_of(t), need)
+      have = self.shards_of(t)
+      key = ("in", self.g.tensors[t].dtype, tuple(s.box for s in have), need)
+      by_need[need] = self.s.converted(key, [s.tensor for s in have],
+                                       lambda: self.gather(t, have, need))
     return by_need[need]
 
   # ---------------------------------------------------------------- ops
@@ -473,6 +568,7 @@ def _search_graph(graph, describer: Describer) -> SearchGraph:
   return view_lib.from_tofu_graph(graph, describer)
 
 
+@collector.bulk()
 def plan_schedule(graph, factors: Sequence[int], layouts: Mapping[str, Sequence],
                   strategies: Mapping[str, Sequence[str]], describer: Optional[Describer] = None,
                   devices: Optional[Sequence[str]] = None) -> tuple[list[Step], dict[str, int]]:
@@ -500,6 +596,7 @@ def plan_schedule(graph, factors: Sequence[int], layouts: Mapping[str, Sequence]
   return s.steps, dict(zip(devices, s.persistent))
 
 
+@collector.bulk()
 def plan_peak(graph, plan, describer: Optional[Describer] = None) -> MemoryEstimate:
   """Peak bytes per device (named as ``plan.devices``) of a :class:`tf_tofu.Plan`, from the
   graph and the plan alone; equal to the liveness estimate of its plain rewrite
@@ -509,6 +606,7 @@ def plan_peak(graph, plan, describer: Optional[Describer] = None) -> MemoryEstim
   return peak_memory(steps, persistent)
 
 
+@collector.bulk()
 def single_device_peak(graph, describer: Optional[Describer] = None) -> int:
   """The peak of the whole step on one device: the plan model with no levels (every op
   whole, every tensor whole, nothing moved).
@@ -525,6 +623,7 @@ def single_device_peak(graph, describer: Optional[Describer] = None) -> int:
   return peak_memory(steps, persistent).worst
 
 
+@collector.bulk()
 def plan_memory(graph, plan, describer: Optional[Describer] = None,
                 single_device: Optional[int] = None) -> dict:
   """The Plan report's memory entry (``MemoryEstimate.summary``) without a rewrite; the
