@@ -50,6 +50,19 @@ class PeakTest(absltest.TestCase):
                 Step("y", A, "MatMul", ("v:0", "c:0"), (4,))]
     self.assertEqual(liveness.peak_memory(schedule, {A: 32 + 8}).peak[A], 32 + 8 + 4)
 
+  def test_devices_are_kept_apart_and_a_free_precedes_a_birth(self):
+    # On A, x (100) dies at y's step: y's buffer (60) is born at that step, so A's peak is
+    # 160 there (x is freed only after its last reader), then z (30) with y -> 90.  B only
+    # makes a zero-byte output; C holds persistent bytes only.
+    schedule = [Step("x", A, "Placeholder", (), (100,)),
+                Step("e", B, "NoOp", (), (0,)),
+                Step("y", A, "Relu", ("x:0",), (60,)),
+                Step("z", A, "Relu", ("y:0",), (30,)),
+                Step("w", A, "Relu", ("z:0",), (1,))]
+    est = liveness.peak_memory(schedule, {"C": 12})
+    self.assertEqual(est.peak, {A: 160, B: 0, "C": 12})
+    self.assertEqual(est.persistent, {A: 0, B: 0, "C": 12})
+
   def test_ratio_to_the_ideal(self):
     est = liveness.MemoryEstimate(peak={A: 60, B: 40}, persistent={A: 0, B: 0})
     self.assertAlmostEqual(est.ratio_to(100), 1.2)

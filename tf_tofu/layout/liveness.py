@@ -75,46 +75,75 @@ class MemoryEstimate:
 
 
 def peak_memory(schedule: Sequence[Step], persistent: Mapping[str, int]) -> MemoryEstimate:
-  """Liveness over ``schedule`` (module docstring); ``persistent`` bytes per device."""
-  device_of = {s.name: s.device for s in schedule}
+  """Liveness over ``schedule`` (module docstring); ``persistent`` bytes per device.
+
+  Buffers are numbered as they appear; each has a device, a size, the step it is born
+  at and the last step that reads it, and the live bytes per device are the running sum
+  of ``+size`` at birth and ``-size`` after the last read.  The schedule lists a node
+  before its readers (both schedules above do; a node's inputs outside the schedule are
+  not counted)."""
   step_of = {s.name: i for i, s in enumerate(schedule)}
   nbytes_of: dict[str, int] = {}
-  # The buffer a tensor uses on a device: (tensor that owns it, device).
-  buffer_of: dict[tuple[str, str], tuple[str, str]] = {}
-  size: dict[tuple[str, str], int] = {}
-  born: dict[tuple[str, str], int] = {}
-  last: dict[tuple[str, str], int] = {}
+  buffer_of: dict[tuple[str, str], int] = {}  # (tensor, device) -> the buffer it uses there
+  device, size, born, last = [], [], [], []
   for i, s in enumerate(schedule):
+    here = s.device
     for t in s.inputs:
-      src = t.split(":")[0]
-      if src not in device_of:
-        continue
-      key = (t, s.device)
-      if key not in buffer_of:  # read on another device: a received buffer
-        buffer_of[key] = key
-        size[key], born[key] = nbytes_of.get(t, 0), step_of[src]
-      last[buffer_of[key]] = i
+      b = buffer_of.get((t, here))
+      if b is None:
+        src = step_of.get(t.partition(":")[0])
+        if src is None:
+          continue  # not a node of the schedule
+        b = buffer_of[(t, here)] = len(size)  # read on another device: a received buffer
+        device.append(here), size.append(nbytes_of.get(t, 0)), born.append(src)
+        last.append(i)
+      else:
+        last[b] = i
+    alias = None
+    if s.op_type in ALIAS_OPS and s.inputs:
+      alias = buffer_of.get((s.inputs[0], here))
+    # A read of a variable is the variable's buffer; constants are persistent.
+    own = s.op_type not in PERSISTENT_OPS and s.op_type != "ReadVariableOp"
     for o, nbytes in enumerate(s.output_bytes):
       t = f"{s.name}:{o}"
-      key = (t, s.device)
       nbytes_of[t] = nbytes
-      if s.op_type in ALIAS_OPS and s.inputs and (s.inputs[0], s.device) in buffer_of:
-        buffer_of[key] = buffer_of[(s.inputs[0], s.device)]
+      if alias is not None:
+        buffer_of[(t, here)] = alias
+        last[alias] = i
       else:
-        buffer_of[key] = key
-        # A read of a variable is the variable's buffer; constants are persistent.
-        own = s.op_type not in PERSISTENT_OPS and s.op_type != "ReadVariableOp"
-        size[key], born[key] = (nbytes if own else 0), i
-      last[buffer_of[key]] = max(last.get(buffer_of[key], i), i)
-  devices = sorted(set(device_of.values()) | set(persistent))
-  delta = {d: np.zeros(len(schedule) + 1, np.int64) for d in devices}
-  for key, b in size.items():
-    if b:
-      delta[key[1]][born[key]] += b
-      delta[key[1]][last.get(key, born[key]) + 1] -= b
-  peak = {d: int(persistent.get(d, 0) + max(0, int(np.cumsum(delta[d]).max(initial=0))))
-          for d in devices}
+        buffer_of[(t, here)] = len(size)
+        device.append(here), size.append(nbytes if own else 0), born.append(i), last.append(i)
+  devices = sorted({s.device for s in schedule} | set(persistent))
+  running = _peak_running_sums(devices, device, size, born, last)
+  peak = {d: int(persistent.get(d, 0) + max(0, running.get(d, 0))) for d in devices}
   return MemoryEstimate(peak=peak, persistent={d: int(persistent.get(d, 0)) for d in devices})
+
+
+def _peak_running_sums(devices: Sequence[str], device: Sequence[str], size: Sequence[int],
+                       born: Sequence[int], last: Sequence[int]) -> dict[str, int]:
+  """Per device, the largest running sum of ``+size`` at step ``born`` and ``-size`` at
+  step ``last + 1`` over its buffers (events at one step are summed first); integers
+  throughout, memory in the number of buffers, not steps x devices."""
+  size_a = np.asarray(size, np.int64)
+  keep = size_a != 0
+  if not keep.any():
+    return {}
+  index = {d: j for j, d in enumerate(devices)}
+  rows = np.asarray([index[d] for d in device], np.int64)[keep]
+  size_a = size_a[keep]
+  span = max(max(last), max(born)) + 2
+  keys = np.concatenate([rows * span + np.asarray(born, np.int64)[keep],
+                         rows * span + np.asarray(last, np.int64)[keep] + 1])
+  uniq, inverse = np.unique(keys, return_inverse=True)
+  step_sum = np.zeros(len(uniq), np.int64)
+  np.add.at(step_sum, inverse.ravel(), np.concatenate([size_a, -size_a]))
+  row = uniq // span
+  starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+  total = np.cumsum(step_sum)
+  before = np.r_[0, total][starts]  # the running sum where each device's events start
+  running = total - np.repeat(before, np.diff(np.r_[starts, len(uniq)]))
+  best = np.maximum.reduceat(running, starts)
+  return {devices[int(r)]: int(b) for r, b in zip(row[starts], best)}
 
 
 def tofu_graph_peak(graph) -> int:
