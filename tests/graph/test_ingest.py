@@ -2,13 +2,17 @@
 
 import numpy as np
 import tensorflow as tf
+from unittest import mock
+
 from absl.testing import absltest
 from tensorflow.core.framework import graph_pb2
 
+from tests import cpu_devices
 import tf_tofu
 from tf_tofu import models
 from tf_tofu.graph import ingest as ingest_tf
 from tf_tofu.graph.ingest import IngestError, Resource
+from tf_tofu.verify import equivalence
 
 SHAPE_ARITHMETIC = {"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs", "Prod",
                     "FloorDiv", "Fill"}
@@ -153,6 +157,43 @@ class ShapeTest(absltest.TestCase):
       if op.op_type in ("Reshape", "Tile", "Transpose", "Sum", "Mean", "ConcatV2"):
         meta = op.inputs[-1] if op.op_type != "Tile" else op.inputs[1]
         self.assertEqual(g.ops[g.tensors[meta].producer].op_type, "Const", op.name)
+
+
+class FoldLimitTest(absltest.TestCase):
+  """A constant subgraph whose output is larger than FOLD_LIMIT_BYTES stays computed."""
+
+  def setUp(self):
+    super().setUp()
+    cpu_devices.require()
+    limit = mock.patch.object(ingest_tf, "FOLD_LIMIT_BYTES", 4096)
+    limit.start()
+    self.addCleanup(limit.stop)
+
+  def _masked_step(self):
+    w = tf.Variable(np.linspace(-1, 1, 16 * 16).reshape(16, 16), dtype=tf.float64)
+
+    @tf.function(autograph=False)
+    def step(x):  # x: (4, 16, 16); a causal mask broadcast to it (8 KiB of float64)
+      with tf.GradientTape() as tape:
+        mask = tf.linalg.band_part(tf.ones((4, 16, 16), tf.float64), -1, 0, name="causal")
+        loss = tf.reduce_sum(tf.nn.relu(tf.einsum("bij,jk->bik", x, w)) * mask)
+      w.assign_sub(0.01 * tape.gradient(loss, w))
+      return loss
+    return step
+
+  def test_large_constants_are_not_folded_and_the_step_is_unchanged(self):
+    step = self._masked_step()
+    spec = tf.TensorSpec((4, 16, 16), tf.float64)
+    g = tf_tofu.trace(step, spec)
+    self.assertEqual(g.ops["causal"].op_type, "MatrixBandPart")
+    for op in g.ops.values():
+      if op.op_type == "Const":  # the small constants still fold
+        self.assertLessEqual(max((g.tensors[t].nbytes for t in op.outputs), default=0), 4096,
+                             op.name)
+    rng = np.random.default_rng(0)
+    inputs = [(rng.normal(size=(4, 16, 16)),) for _ in range(2)]
+    ref = equivalence.Reference(step, inputs)
+    self.assertEqual([str(m) for m in ref.compare(tf_tofu.function(step, devices=2))], [])
 
 
 class TracingTest(absltest.TestCase):

@@ -16,6 +16,8 @@ The pipeline (docs/design.md section 3):
    feeding convolution gradients), then run Grappler's ``constfold`` and
    ``shape`` optimizers so that the shape arithmetic of gradients
    (``BroadcastGradientArgs``, ``Prod``, ``FloorDiv``, ``Fill`` dims) becomes ``Const``;
+   a constant subgraph whose output exceeds :data:`FOLD_LIMIT_BYTES` (a causal mask
+   broadcast to batch x heads x seq x seq) stays computed (:func:`fold_constants`);
 5. infer shapes again on the result and refuse any tensor whose shape is not
    fully known, naming it.
 
@@ -26,6 +28,7 @@ that is never executed, so a model of any size is ingested without its weights.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -34,7 +37,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
-from tensorflow.python.framework import cpp_shape_inference_pb2, tensor_util
+from tensorflow.python.framework import cpp_shape_inference_pb2, op_def_registry, tensor_util
 from tensorflow.python.grappler import tf_optimizer
 from tensorflow.python.ops import handle_data_util
 from tf_tofu.core.errors import TofuError
@@ -105,7 +108,6 @@ def check_well_formed(graph_def: graph_pb2.GraphDef) -> None:
   """Raises :class:`IngestError` for an empty graph, an op type this TensorFlow does not
   register, an input naming no node, or a cycle (naming the nodes on it)."""
   import networkx as nx
-  from tensorflow.python.framework import op_def_registry
   if not graph_def.node:
     raise IngestError("the GraphDef has no nodes: nothing to partition (was the right file "
                       "or signature given?)")
@@ -328,6 +330,98 @@ def materialize_shapes(graph_def: graph_pb2.GraphDef, shapes: Mapping[str, Any]
 
 # ----------------------------------------------------------------------------- pipeline
 
+# The largest output constant folding may turn into a ``Const`` (TensorFlow's own limit,
+# Grappler's ``kMaxConstantSize``).  A larger one (a causal mask broadcast to batch x
+# heads x seq x seq, 32 MiB per layer in a Keras Transformer) stays computed: as a
+# constant it would be stored in the graph, converted whenever the graph is read, and
+# held on every device for the whole run.
+FOLD_LIMIT_BYTES = 10 * 1024 * 1024
+
+
+def fold_constants(graph_def: graph_pb2.GraphDef, keep: Sequence[str],
+                   shapes: Mapping[str, Any], dtypes: Mapping[str, str]) -> graph_pb2.GraphDef:
+  """Grappler's ``constfold`` and ``shape`` passes, except that no output of more than
+  :data:`FOLD_LIMIT_BYTES` becomes a constant.
+
+  Grappler folds a node it must keep when the node has one output (it keeps the name),
+  so each such large node stands in as a ``Placeholder`` of its dtype and shape during
+  the pass, and comes back after it; its inputs are kept by name (folded or not).  A
+  large node with several outputs is kept, which Grappler does not fold."""
+  nodes = {n.name: n for n in graph_def.node}
+  live, todo = set(), [k for k in keep if k in nodes]
+  while todo:  # only what the step needs: a dead node must not be kept alive
+    name = todo.pop()
+    if name not in live:
+      live.add(name)
+      todo.extend(node_of(i) for i in nodes[name].input if node_of(i) in nodes)
+  constant = _constant_nodes(nodes, live)
+  large = [n for n in sorted(constant) if nodes[n].op != "Const"
+           and any(_nbytes(shapes.get(key), dtypes.get(key)) > FOLD_LIMIT_BYTES
+                   for key in _tensor_keys(shapes, n))]
+  held = {n: nodes[n] for n in large if len(_tensor_keys(shapes, n)) == 1}
+  if not large:
+    return run_grappler(graph_def, keep, ["constfold", "shape"])
+  stand_in = graph_pb2.GraphDef()
+  stand_in.CopyFrom(graph_def)
+  for node in stand_in.node:
+    if node.name in held:
+      key = f"{node.name}:0"
+      node.Clear()
+      node.name, node.op = held[key[:-2]].name, "Placeholder"
+      node.attr["dtype"].type = tf.as_dtype(dtypes[key]).as_datatype_enum
+      node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shapes[key])).as_proto())
+  inputs = {node_of(i) for n in held.values() for i in n.input}
+  out = run_grappler(stand_in, [*keep, *large, *sorted(inputs)], ["constfold", "shape"])
+  for node in out.node:
+    if node.name in held:
+      node.CopyFrom(held[node.name])
+  return out
+
+
+def _constant_nodes(nodes: Mapping[str, Any], names: set) -> set:
+  """The nodes among ``names`` whose value is a function of constants alone (what
+  constant folding can fold): ``Const``, and stateless ops with data inputs, all of
+  them constant."""
+  memo: dict[str, bool] = {}
+
+  def constant(name: str) -> bool:
+    stack = [name]
+    while stack:
+      n = stack[-1]
+      if n in memo:
+        stack.pop()
+        continue
+      node = nodes[n]
+      data = [node_of(i) for i in node.input if not i.startswith("^")]
+      pending = [i for i in data if i in nodes and i not in memo]
+      if pending:
+        stack.extend(pending)
+        continue
+      op_def = op_def_registry.get(node.op)
+      memo[n] = node.op == "Const" or (
+          bool(data) and op_def is not None and not op_def.is_stateful
+          and all(i in nodes and memo[i] for i in data))
+      stack.pop()
+    return memo[name]
+
+  return {n for n in names if constant(n)}
+
+
+def _nbytes(shape, dtype: Optional[str]) -> int:
+  """Bytes of a fully known tensor of a fixed-size dtype, else 0."""
+  if not _known(shape) or dtype in (None, "resource", "variant", "string"):
+    return 0
+  return math.prod(shape) * tf.as_dtype(dtype).size
+
+
+def _tensor_keys(shapes: Mapping[str, Any], op_name: str) -> list[str]:
+  out, i = [], 0
+  while f"{op_name}:{i}" in shapes:
+    out.append(f"{op_name}:{i}")
+    i += 1
+  return out
+
+
 
 def flatten(graph_def: graph_pb2.GraphDef, feeds: Sequence[str], fetches: Sequence[str],
             control_outputs: Sequence[str], resources: Mapping[str, Resource]) -> Flat:
@@ -346,10 +440,10 @@ def flatten(graph_def: graph_pb2.GraphDef, feeds: Sequence[str], fetches: Sequen
   timings["inline"] = time.perf_counter() - t0
 
   t0 = time.perf_counter()
-  shapes, _ = infer_shapes(gd, resources)
+  shapes, dtypes = infer_shapes(gd, resources)
   gd, _ = grouped.as_depthwise(gd, shapes)
   gd, folded = materialize_shapes(gd, shapes)
-  gd = run_grappler(gd, keep, ["constfold", "shape"])
+  gd = fold_constants(gd, keep, shapes, dtypes)
   timings["fold"] = time.perf_counter() - t0
   logging.info("tf_tofu ingest: %d shape outputs materialised, %d nodes after folding",
                folded, len(gd.node))
@@ -382,11 +476,7 @@ def check_static(flat: Flat, order: Sequence[Any], fix: str) -> None:
 
 
 def _outputs_of(flat: Flat, op_name: str) -> list[str]:
-  out, i = [], 0
-  while f"{op_name}:{i}" in flat.shapes:
-    out.append(f"{op_name}:{i}")
-    i += 1
-  return out
+  return _tensor_keys(flat.shapes, op_name)
 
 
 # ----------------------------------------------------------------------------- tracing
