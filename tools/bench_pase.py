@@ -6,9 +6,11 @@
 PaSE (a DP over a layer graph of about 200 vertices) is the one peer planner
 that runs on CPU.  Its seconds below are the ones measured when the issue
 "The partitioner, finished" was filed, on this kind of machine (2 cores);
-they are constants of this tool, not re-measured.  Ours: ``api.plan_view``
-on the traced step (tracing and describing excluded, as PaSE's time excludes
-building its graph; no memory estimate), tofu planner, every p.  Our graph
+they are constants of this tool, not re-measured.  Ours: the view of the traced
+step and ``api.plan_view`` on it, cold for every p (a new Describer: describing
+the ops and deriving their strategies are counted, no cache from another p);
+tracing excluded, as PaSE's time excludes building its graph; no memory
+estimate; tofu planner.  Our graph
 is TensorFlow's op graph of the training step (forward, gradients, optimizer
 update), several times finer than PaSE's layer graph.
 
@@ -102,11 +104,11 @@ def main(argv):
     step = _step(name)
     with step.context():
       graph = tf_tofu.trace(step.fn, *step.input_signature)
-    describer = Describer()
-    sgraph = view.from_tofu_graph(graph, describer)
     cells = []
     for p in ps:
-      start = time.perf_counter()
+      start = time.perf_counter()  # cold: a new view and Describer per p
+      describer = Describer()
+      sgraph = view.from_tofu_graph(graph, describer)
       plan = api.plan_view(sgraph, p, describer=describer, memory=False)
       secs = time.perf_counter() - start
       pase = PASE[name][PS.index(p)] if p in PS else None
@@ -117,7 +119,7 @@ def main(argv):
     bound = " (PaSE: an upper bound)" if name in UPPER_BOUNDS else ""
     rows.append(f"| {name}{bound} | {len(graph.ops):,} | " + " | ".join(cells) + " |")
   if FLAGS.write:
-    body = ("Planning seconds (tofu, trace and description excluded) vs PaSE's, with the ratio "
+    body = ("Planning seconds (tofu, each p cold, tracing excluded) vs PaSE's, with the ratio "
             "ours / PaSE's (below 1: faster).  PaSE's seconds are the issue's measurements "
             "on a 2-core machine, not re-measured; ours are measured on the machine named "
             "above, so a ratio also carries the two machines' difference.  See the tool's "
