@@ -340,87 +340,67 @@ FOLD_LIMIT_BYTES = 10 * 1024 * 1024
 
 def fold_constants(graph_def: graph_pb2.GraphDef, keep: Sequence[str],
                    shapes: Mapping[str, Any], dtypes: Mapping[str, str]) -> graph_pb2.GraphDef:
-  """Grappler's ``constfold`` and ``shape`` passes, except that no output of more than
-  :data:`FOLD_LIMIT_BYTES` becomes a constant.
+  """Grappler's ``constfold`` and ``shape`` passes, except that no node whose output has
+  more than :data:`FOLD_LIMIT_BYTES` becomes a ``Const``.
 
-  Grappler folds a node it must keep when the node has one output (it keeps the name),
-  so each such large node stands in as a ``Placeholder`` of its dtype and shape during
-  the pass, and comes back after it; its inputs are kept by name (folded or not).  A
-  large node with several outputs is kept, which Grappler does not fold."""
-  nodes = {n.name: n for n in graph_def.node}
-  live, todo = set(), [k for k in keep if k in nodes]
-  while todo:  # only what the step needs: a dead node must not be kept alive
-    name = todo.pop()
-    if name not in live:
-      live.add(name)
-      todo.extend(node_of(i) for i in nodes[name].input if node_of(i) in nodes)
-  constant = _constant_nodes(nodes, live)
-  large = [n for n in sorted(constant) if nodes[n].op != "Const"
-           and any(_nbytes(shapes.get(key), dtypes.get(key)) > FOLD_LIMIT_BYTES
-                   for key in _tensor_keys(shapes, n))]
-  held = {n: nodes[n] for n in large if len(_tensor_keys(shapes, n)) == 1}
-  if not large:
-    return run_grappler(graph_def, keep, ["constfold", "shape"])
-  stand_in = graph_pb2.GraphDef()
-  stand_in.CopyFrom(graph_def)
-  for node in stand_in.node:
-    if node.name in held:
-      key = f"{node.name}:0"
-      node.Clear()
-      node.name, node.op = held[key[:-2]].name, "Placeholder"
-      node.attr["dtype"].type = tf.as_dtype(dtypes[key]).as_datatype_enum
-      node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shapes[key])).as_proto())
-  inputs = {node_of(i) for n in held.values() for i in n.input}
-  out = run_grappler(stand_in, [*keep, *large, *sorted(inputs)], ["constfold", "shape"])
+  Grappler folds even a node it must keep when the node has one output (the constant
+  keeps its name), so the pass is run again with each node it folded too large standing
+  in as a ``Placeholder`` of its dtype and shape, and its inputs kept by name; the node
+  comes back after the pass, and so do the large non-constant nodes that feed it (Grappler
+  folded them into it).  That repeats until no new large constant appears; a graph with
+  none is folded once, as before."""
+  original = {n.name: n for n in graph_def.node}
+  held: dict[str, Any] = {}
+  passes = ["constfold", "shape"]
+  while True:
+    graph, extra = graph_def, []
+    if held:
+      graph = graph_pb2.GraphDef()
+      graph.CopyFrom(graph_def)
+      for node in graph.node:
+        if node.name in held:
+          name, key = node.name, f"{node.name}:0"
+          node.Clear()
+          node.name, node.op = name, "Placeholder"
+          node.attr["dtype"].type = tf.as_dtype(dtypes[key]).as_datatype_enum
+          node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shapes[key])).as_proto())
+      extra = [*held, *sorted({node_of(i) for n in held.values() for i in n.input})]
+    out = run_grappler(graph, [*keep, *extra], passes)
+    new = [n.name for n in out.node
+           if n.op == "Const" and n.name not in held and n.name in original
+           and original[n.name].op != "Const" and _const_nbytes(n) > FOLD_LIMIT_BYTES
+           and _static_nbytes(shapes, dtypes, f"{n.name}:0")]
+    if not new:
+      break
+    while new:  # with the large nodes that feed them (folded into them this pass)
+      name = new.pop()
+      held[name] = original[name]
+      new.extend(i for i in map(node_of, original[name].input)
+                 if i in original and i not in held and i not in new
+                 and original[i].op not in ("Const", "Placeholder")
+                 and _static_nbytes(shapes, dtypes, f"{i}:0") > FOLD_LIMIT_BYTES
+                 and f"{i}:1" not in shapes)
   for node in out.node:
     if node.name in held:
       node.CopyFrom(held[node.name])
   return out
 
 
-def _constant_nodes(nodes: Mapping[str, Any], names: set) -> set:
-  """The nodes among ``names`` whose value is a function of constants alone (what
-  constant folding can fold): ``Const``, and stateless ops with data inputs, all of
-  them constant."""
-  memo: dict[str, bool] = {}
-
-  def constant(name: str) -> bool:
-    stack = [name]
-    while stack:
-      n = stack[-1]
-      if n in memo:
-        stack.pop()
-        continue
-      node = nodes[n]
-      data = [node_of(i) for i in node.input if not i.startswith("^")]
-      pending = [i for i in data if i in nodes and i not in memo]
-      if pending:
-        stack.extend(pending)
-        continue
-      op_def = op_def_registry.get(node.op)
-      memo[n] = node.op == "Const" or (
-          bool(data) and op_def is not None and not op_def.is_stateful
-          and all(i in nodes and memo[i] for i in data))
-      stack.pop()
-    return memo[name]
-
-  return {n for n in names if constant(n)}
-
-
-def _nbytes(shape, dtype: Optional[str]) -> int:
-  """Bytes of a fully known tensor of a fixed-size dtype, else 0."""
-  if not _known(shape) or dtype in (None, "resource", "variant", "string"):
+def _static_nbytes(shapes: Mapping[str, Any], dtypes: Mapping[str, str], key: str) -> int:
+  """Bytes of tensor ``key`` from its static shape and dtype (0: not fully known)."""
+  shape, dtype = shapes.get(key), dtypes.get(key)
+  if not _known(shape) or dtype in (None, "string", "resource", "variant"):
     return 0
   return math.prod(shape) * tf.as_dtype(dtype).size
 
 
-def _tensor_keys(shapes: Mapping[str, Any], op_name: str) -> list[str]:
-  out, i = [], 0
-  while f"{op_name}:{i}" in shapes:
-    out.append(f"{op_name}:{i}")
-    i += 1
-  return out
-
+def _const_nbytes(node) -> int:
+  """Bytes of a ``Const``'s value, from its shape and dtype (its values are not read)."""
+  tensor = node.attr["value"].tensor
+  dtype = tf.as_dtype(tensor.dtype)
+  if dtype in (tf.string, tf.resource, tf.variant):
+    return 0
+  return math.prod(d.size for d in tensor.tensor_shape.dim) * dtype.size
 
 
 def flatten(graph_def: graph_pb2.GraphDef, feeds: Sequence[str], fetches: Sequence[str],
@@ -476,7 +456,11 @@ def check_static(flat: Flat, order: Sequence[Any], fix: str) -> None:
 
 
 def _outputs_of(flat: Flat, op_name: str) -> list[str]:
-  return _tensor_keys(flat.shapes, op_name)
+  out, i = [], 0
+  while f"{op_name}:{i}" in flat.shapes:
+    out.append(f"{op_name}:{i}")
+    i += 1
+  return out
 
 
 # ----------------------------------------------------------------------------- tracing
