@@ -58,28 +58,37 @@ def main(argv):
     est = memory.partitioned_peak(p)
     memory_s = time.perf_counter() - start
     ratio = est.ratio_to(single)
+    # The plan's own estimate (tf_tofu.layout.memory, no rewrite) against the GraphDef's.
+    rewrite_peaks = {d: int(b) for d, b in est.peak.items()}
+    off = max(abs(plan.memory["per_device"].get(d, 0) - b) for d, b in rewrite_peaks.items())
     print(f"{key}: {step.name}: {len(graph.ops)} ops -> {len(p.graph_def.node)} nodes on "
           f"{FLAGS.k} devices; ingest {ingest_s:.1f} s, plan {plan_s:.1f} s, rewrite "
           f"{rewrite_s:.1f} s, estimate {memory_s:.1f} s", flush=True)
     print(f"  single-device peak {human_bytes(single)}; ideal {human_bytes(single / FLAGS.k)}; per device "
           f"{', '.join(human_bytes(b) for _, b in sorted(est.peak.items()))}", flush=True)
+    print(f"  the plan's estimate per device {'equals' if off == 0 else 'DIFFERS FROM'} the "
+          f"rewrite's (largest difference {off:,} B)", flush=True)
     print(f"  worst / ideal = {ratio:.3f} (target <= {TARGET_RATIO}); rewrite "
           f"{'within' if rewrite_s < TARGET_REWRITE_S else 'OVER'} {TARGET_REWRITE_S:.0f} s",
           flush=True)
-    rows.append((key, len(graph.ops), len(p.graph_def.node), rewrite_s, single, est, ratio))
+    rows.append((key, len(graph.ops), len(p.graph_def.node), rewrite_s, single, est, ratio, off))
   if FLAGS.write:
     lines = [f"Planner `{FLAGS.planner}`, k = {FLAGS.k}; peaks from `tf_tofu.rewrite.memory` (static "
              "liveness over each device's schedule; weights, optimizer slots, activations and "
              "received buffers).  Targets: worst device <= "
-             f"{TARGET_RATIO}x the ideal, rewrite < {TARGET_REWRITE_S:.0f} s.", "",
+             f"{TARGET_RATIO}x the ideal, rewrite < {TARGET_REWRITE_S:.0f} s.  Last column: the "
+             "largest difference, over the devices, between the plan's own estimate "
+             "(`tf_tofu.layout.memory`, what `tf_tofu.plan` reports, no rewrite) and this one.",
+             "",
              "| model | ops | partitioned nodes | rewrite s | single-device peak | ideal (/k) | "
-             "worst device | best device | persistent (worst) | worst / ideal |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for key, n_ops, nodes, rewrite_s, single, est, ratio in rows:
+             "worst device | best device | persistent (worst) | worst / ideal | "
+             "plan's estimate - rewrite's |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key, n_ops, nodes, rewrite_s, single, est, ratio, off in rows:
       lines.append(f"| {key} | {n_ops} | {nodes} | {rewrite_s:.1f} | {human_bytes(single)} | "
                    f"{human_bytes(single / FLAGS.k)} | {human_bytes(est.worst)} | "
                    f"{human_bytes(min(est.peak.values()))} | {human_bytes(max(est.persistent.values()))} | "
-                   f"{ratio:.3f} |")
+                   f"{ratio:.3f} | {off:,} B |")
     benchdoc.write_section(f"memory per device at k={FLAGS.k}",
                            " ".join(["python tools/bench_memory.py", *sys.argv[1:]]),
                            "\n".join(lines))
