@@ -1,6 +1,6 @@
 """Benchmarks the rewrite: its time, and the per-device peak memory it leads to.
 
-    python tools/bench_memory.py                  # WResNet-152 (W=10), LSTM (L=10, H=8192); k=8
+    python tools/bench_memory.py                  # WResNet-152, LSTM-10, GPT-24, Keras GPT-12; k=8
     python tools/bench_memory.py --models=mlp --sizes=tiny --k=4 --nowrite
 
 For each model (built without materialising any weight): trace, plan
@@ -25,7 +25,8 @@ import benchdoc  # noqa: E402
 from zoo_graphs import build_graph  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["wresnet152", "lstm10"], "Zoo keys to benchmark.")
+flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24", "keras_gpt12"],
+                  "Zoo keys to benchmark.")
 flags.DEFINE_enum("sizes", "paper", ["paper", "tiny"], "Paper-sized or tiny models.")
 flags.DEFINE_integer("k", 8, "Device count.")
 flags.DEFINE_string("planner", "tofu", "Planner.")
@@ -51,7 +52,7 @@ def main(argv):
     plan = api.plan_view(sgraph, FLAGS.k, FLAGS.planner, describer=describer)
     plan_s = time.perf_counter() - start
     start = time.perf_counter()
-    p = partition_graph_def(sgraph, plan, describer)
+    p = partition_graph_def(sgraph, plan, describer, fetches=list(graph.fetches))  # the step's own
     rewrite_s = time.perf_counter() - start
     start = time.perf_counter()
     single = memory.tofu_graph_peak(graph)
