@@ -1,5 +1,7 @@
 """Tests for tf_tofu.layout.tiling: device coordinates, held boxes and op tiles across levels."""
 
+import dataclasses
+
 from absl.testing import absltest, parameterized
 
 from tf_tofu.layout import tiling
@@ -104,6 +106,19 @@ class OpTilesTest(absltest.TestCase):
           self.assertEqual((tile.inputs, tile.outputs, tile.partial_key),
                            (ins, outs, tuple(keys)))
           self.assertEqual(context_key(tile.context), context_key(cur))
+
+  def test_a_sub_op_keyed_by_its_own_attributes(self):
+    # A sub-op that keeps its op's attributes takes their frozen form from the op (a
+    # MatMul cut by rows); one whose attributes change (a SAME convolution's rows become
+    # EXPLICIT padding) freezes its own.  Either way its key is the one computed afresh.
+    conv, _ = build_case(Case("Conv2D", [Rand((3, 7, 9, 2)), Rand((3, 3, 2, 4))],
+                              {"strides": [1, 1, 1, 1], "padding": "SAME"}))
+    for ctx, choice, inherits in ((matmul_ctx(), "i", True), (conv, "y", False)):
+      sub = tiling.descend(ctx, choice, 2, 1, Describer()).context
+      self.assertEqual("_frozen_attrs" in sub.__dict__, inherits)
+      fresh = dataclasses.replace(sub)
+      self.assertNotIn("_frozen_attrs", fresh.__dict__)
+      self.assertEqual(context_key(sub), context_key(fresh))
 
   def test_unknown_variable_raises(self):
     with self.assertRaisesRegex(tiling.TilingError, "no index variable 'z'"):

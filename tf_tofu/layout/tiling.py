@@ -38,7 +38,7 @@ from tf_tofu.core.errors import TofuError
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
 from tf_tofu.core.regions import Interval, Region, block
-from tf_tofu.opdefs.registry import Describer, context_key
+from tf_tofu.opdefs.registry import Describer, context_key, frozen_attrs
 from tf_tofu.core.states import Cut, Partial, Rep, State
 
 REPLICATE = "replicate"
@@ -142,8 +142,11 @@ def _sub_context(ctx: OpContext, view, spec) -> OpContext:
   outputs = tuple(TensorInfo(r.shape, o.dtype) for r, o in zip(view.output_regions, ctx.outputs))
   attrs = dict(ctx.attrs)
   attrs.update(spec.attrs)
-  return OpContext(name=ctx.name, op_type=ctx.op_type, attrs=attrs, inputs=tuple(inputs),
-                   outputs=outputs)
+  sub = OpContext(name=ctx.name, op_type=ctx.op_type, attrs=attrs, inputs=tuple(inputs),
+                  outputs=outputs)
+  if not spec.attrs:  # the op's own attributes: their frozen form is the op's
+    sub.__dict__["_frozen_attrs"] = frozen_attrs(ctx)
+  return sub
 
 
 @dataclasses.dataclass(frozen=True)

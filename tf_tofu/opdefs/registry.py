@@ -63,6 +63,15 @@ def _freeze(x):
   return x
 
 
+def frozen_attrs(op: OpContext) -> tuple:
+  """``op``'s attributes in hashable, order-stable form, computed once per context (a
+  sub-op that keeps its op's attributes is given them by ``tiling``)."""
+  got = op.__dict__.get("_frozen_attrs")
+  if got is None:
+    got = op.__dict__["_frozen_attrs"] = _freeze(dict(op.attrs))
+  return got
+
+
 def context_key(op: OpContext) -> tuple:
   """What a description depends on: type, attributes, input and output facts.
 
@@ -71,7 +80,7 @@ def context_key(op: OpContext) -> tuple:
   """
   key = op.__dict__.get("_context_key")
   if key is None:
-    key = _HashedOnce((op.op_type, _freeze(dict(op.attrs)),
+    key = _HashedOnce((op.op_type, frozen_attrs(op),
                        tuple((t.shape, t.dtype, t.value_key()) for t in op.inputs),
                        tuple((t.shape, t.dtype) for t in op.outputs)))
     op.__dict__["_context_key"] = key
