@@ -1,9 +1,9 @@
 """Tests for tf_tofu.graph.ingest: control-flow refusal, inlining, shape folding, static shapes."""
 
-import numpy as np
-import tensorflow as tf
 from unittest import mock
 
+import numpy as np
+import tensorflow as tf
 from absl.testing import absltest
 from tensorflow.core.framework import graph_pb2
 

@@ -50,7 +50,7 @@ class PeakTest(absltest.TestCase):
                 Step("y", A, "MatMul", ("v:0", "c:0"), (4,))]
     self.assertEqual(liveness.peak_memory(schedule, {A: 32 + 8}).peak[A], 32 + 8 + 4)
 
-  def test_devices_are_kept_apart_and_a_free_precedes_a_birth(self):
+  def test_devices_are_kept_apart_and_a_buffer_lives_through_its_last_reader(self):
     # On A, x (100) dies at y's step: y's buffer (60) is born at that step, so A's peak is
     # 160 there (x is freed only after its last reader), then z (30) with y -> 90.  B only
     # makes a zero-byte output; C holds persistent bytes only.
