@@ -355,21 +355,13 @@ def fold_constants(graph_def: graph_pb2.GraphDef, keep: Sequence[str],
   while True:
     graph, extra = graph_def, []
     if held:
-      graph = graph_pb2.GraphDef()
-      graph.CopyFrom(graph_def)
-      for node in graph.node:
-        if node.name in held:
-          name, key = node.name, f"{node.name}:0"
-          node.Clear()
-          node.name, node.op = name, "Placeholder"
-          node.attr["dtype"].type = tf.as_dtype(dtypes[key]).as_datatype_enum
-          node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shapes[key])).as_proto())
+      graph = _stand_ins(graph_def, held, shapes, dtypes)
       extra = [*held, *sorted({node_of(i) for n in held.values() for i in n.input})]
     out = run_grappler(graph, [*keep, *extra], passes)
     new = [n.name for n in out.node
            if n.op == "Const" and n.name not in held and n.name in original
            and original[n.name].op != "Const" and _const_nbytes(n) > FOLD_LIMIT_BYTES
-           and _static_nbytes(shapes, dtypes, f"{n.name}:0")]
+           and _nbytes(shapes.get(f"{n.name}:0"), dtypes.get(f"{n.name}:0"))]
     if not new:
       break
     while new:  # with the large nodes that feed them (folded into them this pass)
@@ -378,7 +370,7 @@ def fold_constants(graph_def: graph_pb2.GraphDef, keep: Sequence[str],
       new.extend(i for i in map(node_of, original[name].input)
                  if i in original and i not in held and i not in new
                  and original[i].op not in ("Const", "Placeholder")
-                 and _static_nbytes(shapes, dtypes, f"{i}:0") > FOLD_LIMIT_BYTES
+                 and _nbytes(shapes.get(f"{i}:0"), dtypes.get(f"{i}:0")) > FOLD_LIMIT_BYTES
                  and f"{i}:1" not in shapes)
   for node in out.node:
     if node.name in held:
@@ -386,9 +378,24 @@ def fold_constants(graph_def: graph_pb2.GraphDef, keep: Sequence[str],
   return out
 
 
-def _static_nbytes(shapes: Mapping[str, Any], dtypes: Mapping[str, str], key: str) -> int:
-  """Bytes of tensor ``key`` from its static shape and dtype (0: not fully known)."""
-  shape, dtype = shapes.get(key), dtypes.get(key)
+def _stand_ins(graph_def: graph_pb2.GraphDef, held: Mapping[str, Any],
+               shapes: Mapping[str, Any], dtypes: Mapping[str, str]) -> graph_pb2.GraphDef:
+  """A copy of ``graph_def`` with each ``held`` node a ``Placeholder`` of its output's
+  dtype and shape (same name, so its readers still read it)."""
+  out = graph_pb2.GraphDef()
+  out.CopyFrom(graph_def)
+  for node in out.node:
+    if node.name in held:
+      name, key = node.name, f"{node.name}:0"
+      node.Clear()
+      node.name, node.op = name, "Placeholder"
+      node.attr["dtype"].type = tf.as_dtype(dtypes[key]).as_datatype_enum
+      node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shapes[key])).as_proto())
+  return out
+
+
+def _nbytes(shape, dtype: Optional[str]) -> int:
+  """Bytes of a tensor of fully known ``shape`` and fixed-size ``dtype`` (else 0)."""
   if not _known(shape) or dtype in (None, "string", "resource", "variant"):
     return 0
   return math.prod(shape) * tf.as_dtype(dtype).size
@@ -397,10 +404,8 @@ def _static_nbytes(shapes: Mapping[str, Any], dtypes: Mapping[str, str], key: st
 def _const_nbytes(node) -> int:
   """Bytes of a ``Const``'s value, from its shape and dtype (its values are not read)."""
   tensor = node.attr["value"].tensor
-  dtype = tf.as_dtype(tensor.dtype)
-  if dtype in (tf.string, tf.resource, tf.variant):
-    return 0
-  return math.prod(d.size for d in tensor.tensor_shape.dim) * dtype.size
+  return _nbytes([d.size for d in tensor.tensor_shape.dim],
+                 dtype_name(tf.as_dtype(tensor.dtype)))
 
 
 def flatten(graph_def: graph_pb2.GraphDef, feeds: Sequence[str], fetches: Sequence[str],

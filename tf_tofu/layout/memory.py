@@ -358,14 +358,13 @@ class _Model:
     boxes = tuple(None if s is None else s.box for s in produced)
     key = ("out", self.g.tensors[t].dtype, boxes, tuple(keys), tuple(stored))
     got = self.s.converted(key, [None if s is None else s.tensor for s in produced],
-                           lambda: self._produce(t, produced, keys, stored))
+                           lambda: self._produce(t, produced, boxes, keys, stored))
     return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
 
-  def _produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
-               stored: Sequence[Region]) -> list[Optional[str]]:
+  def _produce(self, t: str, produced: Sequence[Optional[_Shard]], boxes: tuple,
+               keys: Sequence, stored: Sequence[Region]) -> list[Optional[str]]:
     if not any(k for k in keys if k):
       return self.gather(t, produced, stored)
-    boxes = tuple(None if s is None else s.box for s in produced)
     key = ("reduce", boxes, tuple(keys), tuple(stored))
     if key not in self._pieces:
       red, inter = transfers.reduce_partials(list(boxes), list(keys), list(stored), self.factors)
