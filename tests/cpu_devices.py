@@ -41,6 +41,9 @@ def run_metadata():
   try:
     ctx.enable_run_metadata()
     ctx.enable_graph_collection()
+    # TensorFlow (2.21) keeps the graphs of functions instantiated since an earlier use
+    # and reports them with this one's; exporting here drops them.
+    ctx.export_run_metadata()
     yield out
     out.append(ctx.export_run_metadata())
   finally:

@@ -174,9 +174,7 @@ class ExportTest(parameterized.TestCase):
                       for var in shards}, {("CPU", 0)})
 
   def test_feeds_sliced_and_fetches_assembled_on_the_plan_devices(self):
-    # Read off the saved functions (with soft placement off a node runs where it says).  Not
-    # with cpu_devices.run_metadata: after a first use, a later use in the same process also
-    # reports the functions run between the two (TF 2.21), which upsets other tests' counts.
+    # Read off the saved functions (with soft placement off a node runs where it says).
     p = self.partitioned["plain"]
     saved = saved_model_pb2.SavedModel()
     with open(os.path.join(self.paths["plain"], "saved_model.pb"), "rb") as f:
