@@ -1,5 +1,7 @@
 """Tests for tf_tofu.layout.transfers: piece-by-piece conversions match the cost table."""
 
+import random
+
 from absl.testing import absltest, parameterized
 
 from tf_tofu.layout import tiling, transfers
@@ -99,6 +101,24 @@ class GatherTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "overlap"):
       transfers.gather([Region.of([(0, 5), (0, 6)]), Region.of([(3, 8), (0, 6)])],
                        [Region.whole(SHAPE), None], (2,))
+
+  def test_gather_elements_counts_what_gather_moves(self):
+    # Held: every Cut/REP layout of SHAPE over 1-3 levels of 2, 3 (dims 8 and 6 cut to
+    # uneven blocks too); need: random boxes inside SHAPE, some devices needing nothing.
+    rng = random.Random(0)
+    for _ in range(300):
+      factors = tuple(rng.choice((2, 3)) for _ in range(rng.randint(1, 3)))
+      layout = [rng.choice((Cut(0), Cut(1), REP)) for _ in factors]
+      have = held(layout, factors)
+      need = []
+      for _ in have:
+        if rng.random() < 0.2:
+          need.append(None)
+          continue
+        ends = [sorted(rng.sample(range(d + 1), 2)) for d in SHAPE]
+        need.append(Region.of(ends))
+      self.assertEqual(transfers.gather_elements(have, need),
+                       elements(transfers.gather(have, need, factors)), (layout, factors))
 
 
 class ReduceTest(parameterized.TestCase):

@@ -189,6 +189,29 @@ def gather_flows(have: Sequence[Optional[Region]], need: Sequence[Optional[Regio
   return _gather(have, need, factors)[1]
 
 
+def gather_elements(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]]) -> int:
+  """The elements :func:`gather` moves, ``sum_d |N_d| - |N_d ∩ H_d|``, without its pieces.
+
+  Exact when the distinct held boxes partition a region that covers every
+  need, as the held blocks of a ``Cut`` or ``REP`` state (``tiling.held_regions``)
+  partition the whole tensor: device ``d`` then receives every element of
+  ``N_d`` outside its own box ``H_d``, once.  :func:`gather` checks that
+  premise; this count, priced millions of times by the search, assumes it.
+  """
+  total = 0
+  for h, n in zip(have, need):
+    if n is None:
+      continue
+    total += n.volume
+    if h is None:
+      continue
+    common = 1
+    for a, b in zip(h.intervals, n.intervals):
+      common *= max(0, min(a.hi, b.hi) - max(a.lo, b.lo))
+    total -= common
+  return total
+
+
 def _split_box(p: Region, parts: int) -> list[Region]:
   """``parts`` canonical blocks of ``p`` along its largest dim (lowest dim on ties)."""
   if p.rank == 0:

@@ -147,10 +147,14 @@ class _Pricer:
     return vec
 
   def feed(self, shape, states, need, itemsize) -> np.ndarray:
-    return self._vector("in", shape, states, (need, itemsize), lambda held: int(
-        transfers.gather_flows(held, list(need), (self.n,)).elements.sum()) * itemsize)
+    # ``held``: a Cut or REP state's blocks, a partition of the tensor (gather_elements).
+    return self._vector("in", shape, states, (need, itemsize), lambda held: (
+        transfers.gather_elements(held, need) * itemsize))
 
   def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
+    if not any(keys):  # final values: the made blocks (canonical, or whole) are gathered
+      return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: (
+          transfers.gather_elements(regions, held) * itemsize))
     return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: int(
         transfers.produce_flows(list(regions), list(keys), held, (self.n,)).elements.sum())
         * itemsize)
