@@ -27,7 +27,8 @@ class ZooPlannersTest(parameterized.TestCase):
   def test_tofu_beats_every_baseline_on_one_cut(self, key, optimizer):
     graph = traced(key, optimizer)
     describer = Describer()
-    plans = {p: tf_tofu.plan(graph, devices=2, planner=p, describer=describer) for p in PLANNERS}
+    plans = {p: tf_tofu.plan(graph, devices=2, planner=p, describer=describer, memory=False)
+             for p in PLANNERS}
     self.assertTrue(plans["tofu"].proven_optimal)
     for name, plan in plans.items():
       self.assertLessEqual(plans["tofu"].total_bytes, plan.total_bytes, f"{key}: {name}")
@@ -40,8 +41,9 @@ class ZooPlannersTest(parameterized.TestCase):
   def test_transformer_no_worse_than_megatron(self, k):
     graph = traced("gpt")
     describer = Describer()
-    tofu = tf_tofu.plan(graph, devices=k, describer=describer)
-    megatron = tf_tofu.plan(graph, devices=k, planner="megatron", describer=describer)
+    tofu = tf_tofu.plan(graph, devices=k, describer=describer, memory=False)
+    megatron = tf_tofu.plan(graph, devices=k, planner="megatron", describer=describer,
+                            memory=False)
     self.assertLessEqual(tofu.total_bytes, megatron.total_bytes)
 
   def test_same_input_same_plan(self):
@@ -103,10 +105,11 @@ class NeverWorseTest(parameterized.TestCase):
   def test_no_cut_only_baseline_moves_fewer_bytes(self, key, flavor, k):
     graph = traced(key, "adam", flavor)
     describer = Describer()
-    tofu = tf_tofu.plan(graph, devices=k, describer=describer, never_worse=True)
-    recursion = tf_tofu.plan(graph, devices=k, describer=describer)
-    rivals = {p: tf_tofu.plan(graph, devices=k, planner=p, describer=describer).total_bytes
-              for p in planners.CUT_ONLY}
+    plan = functools.partial(tf_tofu.plan, graph, devices=k, describer=describer,
+                             memory=False)  # bytes only: no memory estimate
+    tofu = plan(never_worse=True)
+    recursion = plan()
+    rivals = {p: plan(planner=p).total_bytes for p in planners.CUT_ONLY}
     self.assertEqual(tofu.total_bytes, min([recursion.total_bytes, *rivals.values()]), rivals)
     self.assertEqual(tofu.proven_optimal, recursion.proven_optimal)
     if tofu.total_bytes < recursion.total_bytes:
@@ -123,8 +126,9 @@ class NeverWorseTest(parameterized.TestCase):
     describer = Describer()
     for k in (2, 4):
       tofu = tf_tofu.plan(graph, devices=k, describer=describer, never_worse=True,
-                          allow_rep_storage=True)
-      datapar = tf_tofu.plan(graph, devices=k, planner="datapar", describer=describer)
+                          allow_rep_storage=True, memory=False)
+      datapar = tf_tofu.plan(graph, devices=k, planner="datapar", describer=describer,
+                             memory=False)
       self.assertLessEqual(tofu.total_bytes, datapar.total_bytes)
     self.assertEqual(planners.rivals(planners.SearchOptions(allow_rep_storage=True)),
                      planners.CUT_ONLY + ("datapar",))
@@ -132,7 +136,7 @@ class NeverWorseTest(parameterized.TestCase):
 
   def test_a_baseline_found_plan_round_trips_and_applies(self):
     graph = traced("gpt_untied", "adam", "keras")  # megatron beats the recursion at k = 2
-    plan = tf_tofu.plan(graph, devices=2, never_worse=True)
+    plan = tf_tofu.plan(graph, devices=2, never_worse=True, memory=False)
     self.assertEqual(plan.found_by, "megatron")
     again = tf_tofu.Plan.from_json(plan.to_json())
     self.assertEqual(again.found_by, "megatron")
