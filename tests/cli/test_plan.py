@@ -7,7 +7,7 @@ import re
 import tensorflow as tf
 from absl.testing import absltest
 
-from tests.cli.clitest import K, CommandCase, tofu
+from tests.cli.clitest import K, CommandCase, tofu, tofu_here
 
 
 class PlanCommandTest(CommandCase):
@@ -35,7 +35,7 @@ class PlanCommandTest(CommandCase):
     for n in gd.node:
       self.assertIn("_output_shapes", n.attr, n.name)
     # A device count that contradicts the plan is an error, not silently ignored.
-    other = tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+    other = tofu_here("rewrite", f"--saved_model={self.saved}", "--signature=train",
                  f"--plan_in={plan_path}", "--devices=8", f"--output={self.out('x.pb')}")
     self.assertEqual(other.returncode, 1)
     self.assertIn(f"8 devices given, the plan has {K}", other.stderr)
@@ -60,8 +60,8 @@ class PlanCommandTest(CommandCase):
     moved, cut_only = (int(g.replace(",", "")) for g in note.groups())
     self.assertLess(moved, cut_only)
     self.assertRegex(text, rf"predicted bytes per step: .* \({moved} B\)")
-    bad = tofu("plan", f"--saved_model={self.saved}", "--signature=train", f"--devices={K}",
-               "--memory_budget=16G")
+    bad = tofu_here("plan", f"--saved_model={self.saved}", "--signature=train", f"--devices={K}",
+                    "--memory_budget=16G")
     self.assertEqual(bad.returncode, 1)
     self.assertIn("memory_budget='16G' is not a size", bad.stderr)
 
@@ -82,8 +82,8 @@ class PlanCommandTest(CommandCase):
     self.assertCountEqual(plan.devices, [f"/job:worker/replica:0/task:{t}/device:CPU:{d}"
                                          for t in (0, 1) for d in (0, 1)])
     self.assertEqual(plan.bandwidth, {"local": 2e10, "network": 5e8})
-    bad = tofu("plan", f"--saved_model={self.saved}", "--signature=train",
-               f"--cluster_spec={self.out('missing.json')}")
+    bad = tofu_here("plan", f"--saved_model={self.saved}", "--signature=train",
+                    f"--cluster_spec={self.out('missing.json')}")
     self.assertEqual(bad.returncode, 2)  # a usage error
     self.assertIn("--cluster_spec=", bad.stderr)
 

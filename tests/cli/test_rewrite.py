@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import absltest
 
-from tests.cli.clitest import K, CommandCase, tofu
+from tests.cli.clitest import K, CommandCase, tofu, tofu_here
 from tf_tofu.rewrite import export
 
 
@@ -66,7 +66,7 @@ class RewriteCommandTest(CommandCase):
     pb = self.out("partitioned.pb")
     self.ok(tofu("rewrite", *common, f"--output={pb}"))
     self.assertTrue(os.path.exists(pb + ".partition.json"))
-    unshaped = tofu("plan", f"--graph={path}", "--fetches=loss", "--devices=4")
+    unshaped = tofu_here("plan", f"--graph={path}", "--fetches=loss", "--devices=4")
     self.assertEqual(unshaped.returncode, 1)
     self.assertIn("x", unshaped.stderr)
 
