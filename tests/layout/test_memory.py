@@ -23,8 +23,10 @@ from tf_tofu.core import plan as plans
 from tf_tofu.core.states import REP, Cut
 from tf_tofu.graph import view
 from tf_tofu.layout import memory
+from tf_tofu.layout.liveness import peak_memory
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.rewrite import partition_graph_def
+from tf_tofu.ops.shapes import StaticShapes
 from tf_tofu.rewrite import memory as rewrite_memory
 
 FAMILIES = ("mlp", "wresnet", "lstm", "gpt", "gpt_untied")
@@ -39,10 +41,10 @@ def _traced(family: str, flavor: str, optimizer: str):
   return graph, view.from_tofu_graph(graph, describer), describer
 
 
-def _rewrite_schedule(partitioned):
+def _rewrite_schedule(partitioned, shapes=None):
   """The GraphDef estimate's schedule, without the nodes that hold no bytes and that the
   model leaves out (resource placeholders of variable shards, the step's NoOp)."""
-  steps, persistent = rewrite_memory.graph_def_schedule(partitioned.graph_def)
+  steps, persistent = rewrite_memory.graph_def_schedule(partitioned.graph_def, shapes)
   handles = {n.name for n in partitioned.graph_def.node
              if n.op == "Placeholder" and n.attr["dtype"].type == tf.resource.as_datatype_enum}
   return [s for s in steps if s.name not in handles and s.op_type != "NoOp"], persistent
@@ -50,12 +52,13 @@ def _rewrite_schedule(partitioned):
 
 def check_agrees(test, graph, sg, plan, describer):
   """The model's schedule is the rewrite's, step for step, and the peaks are equal."""
-  got = memory.plan_peak(sg, plan, describer)
+  steps, persistent = memory.plan_schedule(sg, plan.factors, plan.layouts, plan.strategies,
+                                          describer, plan.devices)
+  got = peak_memory(steps, persistent)  # memory.plan_peak, from the schedule checked below
   p = partition_graph_def(sg, plan, describer, fetches=list(getattr(graph, "fetches", ["relu:0"])))
-  want = rewrite_memory.partitioned_peak(p)
-  steps, _ = memory.plan_schedule(sg, plan.factors, plan.layouts, plan.strategies, describer,
-                                  plan.devices)
-  ref, _ = _rewrite_schedule(p)
+  shapes = StaticShapes(p.graph_def)  # TensorFlow's shape inference, once for both
+  want = rewrite_memory.partitioned_peak(p, shapes)
+  ref, _ = _rewrite_schedule(p, shapes)
   test.assertEqual([(s.op_type, s.device, s.output_bytes) for s in steps],
                    [(s.op_type, s.device, s.output_bytes) for s in ref])
   test.assertEqual(got.peak, want.peak)
@@ -82,16 +85,18 @@ class AgreesWithTheRewriteTest(parameterized.TestCase):
   @parameterized.parameters(*_zoo_cases())
   def test_tiny_zoo(self, family, flavor, k, optimizer):
     graph, sg, describer = _traced(family, flavor, optimizer)
-    check_agrees(self, graph, sg, api.plan_view(sg, k, describer=describer), describer)
+    check_agrees(self, graph, sg, api.plan_view(sg, k, describer=describer, memory=False),
+                 describer)
 
   @parameterized.parameters("datapar", "megatron", "allrow", "spartan", "equalchop")
   def test_baseline_plans(self, planner):
     graph, sg, describer = _traced("gpt", "tf", "adam")
-    check_agrees(self, graph, sg, api.plan_view(sg, 4, planner, describer=describer), describer)
+    check_agrees(self, graph, sg, api.plan_view(sg, 4, planner, describer=describer, memory=False),
+                 describer)
 
   def test_replicated_storage(self):
     graph, sg, describer = _traced("wresnet", "tf", "sgd")
-    plan = api.plan_view(sg, 4, describer=describer, allow_rep_storage=True)
+    plan = api.plan_view(sg, 4, describer=describer, allow_rep_storage=True, memory=False)
     check_agrees(self, graph, sg, plan, describer)
 
 
