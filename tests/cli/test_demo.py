@@ -5,7 +5,7 @@ import os
 
 from absl.testing import absltest
 
-from tests.cli.clitest import CommandCase, tofu, tofu_here
+from tests.cli.clitest import CommandCase, tofu
 
 
 class DemoTest(CommandCase):
@@ -36,7 +36,7 @@ class DemoTest(CommandCase):
                      r".*; counted in the partitioned graph local \d+ B, network \d+ B \(equal\)")
 
   def test_demo_refuses_a_bad_cluster(self):
-    self.assertIn("local:TxD", tofu_here("demo", "--cluster=local:2", "--out_dir=").stderr)
+    self.assertIn("local:TxD", tofu("demo", "--cluster=local:2", "--out_dir=").stderr)
 
 
 if __name__ == "__main__":
