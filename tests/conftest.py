@@ -10,7 +10,7 @@ function of the collected items, so every worker collects the same list, as
 xdist requires.  A stale list only costs balance, never a test.
 """
 
-HEAVY = (  # worker-seconds measured on a 2-core machine, descending
+HEAVY = (  # worker-seconds, descending, measured on a 2-core machine before the trims of 2026-12
     "tests/test_tofu_function.py",  # 224
     "tests/search/test_planners.py",  # 118
     "tests/layout/test_memory.py",  # 114
