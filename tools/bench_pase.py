@@ -11,9 +11,9 @@ step and ``api.plan_view`` on it, cold for every p (a new Describer: describing
 the ops and deriving their strategies are counted, no cache from another p);
 tracing excluded, as PaSE's time excludes building its graph; no memory
 estimate; tofu planner.  Each cell is the fastest of ``--repeats`` cold runs
-(single runs varied by up to 2x on a shared 2-core machine), each started
-after ``gc.collect()``, so that the garbage of the run before is not billed
-to it.  Our graph
+(three runs of one cell differed by up to 1.4x on a 2-core machine), each
+started after ``gc.collect()``, so that the garbage of the run before is not
+billed to it.  Our graph
 is TensorFlow's op graph of the training step (forward, gradients, optimizer
 update), several times finer than PaSE's layer graph.
 

@@ -36,7 +36,7 @@ class PlanCommandTest(CommandCase):
       self.assertIn("_output_shapes", n.attr, n.name)
     # A device count that contradicts the plan is an error, not silently ignored.
     other = tofu_here("rewrite", f"--saved_model={self.saved}", "--signature=train",
-                 f"--plan_in={plan_path}", "--devices=8", f"--output={self.out('x.pb')}")
+                      f"--plan_in={plan_path}", "--devices=8", f"--output={self.out('x.pb')}")
     self.assertEqual(other.returncode, 1)
     self.assertIn(f"8 devices given, the plan has {K}", other.stderr)
 

@@ -25,8 +25,8 @@ from tf_tofu.graph import view
 from tf_tofu.layout import memory
 from tf_tofu.layout.liveness import peak_memory
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.rewrite import partition_graph_def
 from tf_tofu.ops.shapes import StaticShapes
+from tf_tofu.rewrite import partition_graph_def
 from tf_tofu.rewrite import memory as rewrite_memory
 
 FAMILIES = ("mlp", "wresnet", "lstm", "gpt", "gpt_untied")

@@ -198,18 +198,8 @@ def gather_elements(have: Sequence[Optional[Region]], need: Sequence[Optional[Re
   ``N_d`` outside its own box ``H_d``, once.  :func:`gather` checks that
   premise; this count, priced millions of times by the search, assumes it.
   """
-  total = 0
-  for h, n in zip(have, need):
-    if n is None:
-      continue
-    total += n.volume
-    if h is None:
-      continue
-    common = 1
-    for a, b in zip(h.intervals, n.intervals):
-      common *= max(0, min(a.hi, b.hi) - max(a.lo, b.lo))
-    total -= common
-  return total
+  return sum(n.volume - (n.intersect(h).volume if h is not None else 0)
+             for h, n in zip(have, need) if n is not None)
 
 
 def _split_box(p: Region, parts: int) -> list[Region]:

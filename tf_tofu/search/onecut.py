@@ -153,11 +153,13 @@ class _Pricer:
 
   def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
     if not any(keys):  # final values: the made blocks (canonical, or whole) are gathered
-      return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: (
-          transfers.gather_elements(regions, held) * itemsize))
-    return self._vector("out", shape, states, (regions, keys, itemsize), lambda held: int(
-        transfers.produce_flows(list(regions), list(keys), held, (self.n,)).elements.sum())
-        * itemsize)
+      def price(held):
+        return transfers.gather_elements(regions, held) * itemsize
+    else:
+      def price(held):
+        return int(transfers.produce_flows(list(regions), list(keys), held,
+                                           (self.n,)).elements.sum()) * itemsize
+    return self._vector("out", shape, states, (regions, keys, itemsize), price)
 
 
 class PricingCache:
