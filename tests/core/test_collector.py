@@ -15,9 +15,10 @@ class BulkTest(absltest.TestCase):
     self.addCleanup(gc.set_threshold, *self.saved)
     gc.set_threshold(700, 10, 10)
 
-  def test_raises_the_young_threshold_and_restores_all_three(self):
+  def test_raises_the_young_and_middle_thresholds_and_restores_all_three(self):
     with collector.bulk():
-      self.assertEqual(gc.get_threshold(), (collector.BULK_THRESHOLD, 10, 10))
+      self.assertEqual(gc.get_threshold(),
+                       (collector.BULK_THRESHOLD, collector.BULK_MIDDLE, 10))
     self.assertEqual(gc.get_threshold(), (700, 10, 10))
 
   def test_restores_after_an_exception(self):
@@ -34,9 +35,9 @@ class BulkTest(absltest.TestCase):
     self.assertEqual(gc.get_threshold()[0], 700)
 
   def test_a_higher_threshold_of_the_process_is_kept(self):
-    gc.set_threshold(500_000, 3, 4)
+    gc.set_threshold(500_000, 5_000, 4)
     with collector.bulk():
-      self.assertEqual(gc.get_threshold(), (500_000, 3, 4))
+      self.assertEqual(gc.get_threshold(), (500_000, 5_000, 4))
 
   def test_as_a_decorator_and_cycles_are_still_collected(self):
     @collector.bulk()

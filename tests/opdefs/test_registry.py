@@ -2,7 +2,8 @@
 
 from absl.testing import absltest
 
-from tf_tofu.opdefs import registry
+from tf_tofu.core.states import REP, Cut
+from tf_tofu.opdefs import analysis, registry
 from tf_tofu.opdefs.description import OpContext, TensorInfo
 
 
@@ -45,6 +46,36 @@ class RegistryTest(absltest.TestCase):
     self.assertEqual(d.strategy(sem, "nope", 2), None)
     self.assertEqual(d.strategy(sem, "i", 2).var, "i")
 
+  def test_a_strategy_is_one_of_the_strategies_once_those_are_known(self):
+    d = registry.Describer()
+    sem, _ = d(_matmul("a", m=5, k=7, n=3))
+    every = d.strategies(sem, 3)
+    for s in every:
+      self.assertIs(d.strategy(sem, s.var, 3), s)
+    self.assertEqual([s.var for s in every], ["i", "j", "k"])
+
+  def test_elementwise_ops_of_one_structure_share_their_strategies(self):
+    def binary(op_type, x, y):
+      out = tuple(max(a, b) for a, b in zip(((1,) * len(y) + x)[-len(y):] if len(y) > len(x)
+                                             else x, ((1,) * len(x) + y)[-len(x):]))
+      return OpContext(name=op_type, op_type=op_type, attrs={"T": "float32"},
+                       inputs=(TensorInfo(x, "float32"), TensorInfo(y, "float32")),
+                       outputs=(TensorInfo(out, "float32"),))
+
+    d = registry.Describer()
+    for x, y in [((6, 5), (5,)), ((6, 5), (6, 5)), ((7, 1, 3), (4, 3)), ((3,), ())]:
+      for n in (2, 3, 4):
+        sems = [d(binary(t, x, y))[0] for t in ("Mul", "RealDiv", "SquaredDifference")]
+        self.assertTrue(all(d.elementwise(sem) for sem in sems))
+        shared = d.strategies(sems[0], n)
+        for sem in sems:
+          self.assertIs(d.strategies(sem, n), shared)
+          self.assertEqual(shared, analysis.strategies(sem, n))  # what each alone derives
+    # Another structure (no broadcast) does not share: its second input is cut too.
+    wide = d.strategies(d(binary("Mul", (6, 5), (6, 5)))[0], 2)
+    bcast = d.strategies(d(binary("Mul", (6, 5), (5,)))[0], 2)
+    self.assertEqual([s.inputs[1].state for s in wide], [Cut(0), Cut(1)])
+    self.assertEqual([s.inputs[1].state for s in bcast], [REP, Cut(0)])
 
 if __name__ == "__main__":
   absltest.main()

@@ -355,6 +355,23 @@ def is_elementwise(sem: Semantics) -> bool:
   return True
 
 
+def elementwise_key(sem: Semantics) -> tuple:
+  """What :func:`strategies` reads of an element-wise description (:func:`is_elementwise`):
+  the output dims (their variables and extents), the set of accesses (input, index,
+  shape, guard: a worker reads the hull of an input's accesses), the input shapes
+  and the constant inputs.
+
+  Every variable of such a description indexes an output dim, so each cut is
+  ``Cut(d)`` of the outputs and the function applied to the values read (add,
+  div, ...) decides nothing: element-wise descriptions of equal keys have equal
+  strategies for every n.
+  """
+  return (tuple(out.dims for out in sem.outputs),
+          frozenset((a.input, a.index, a.shape, a.guarded)  # a hull: order and repeats
+                    for out in sem.outputs for a in tdl.accesses(out.body)),  # do not count
+          tuple(t.shape for t in sem.op.inputs), sem.meta_inputs)
+
+
 def facts(sem: Semantics) -> OpFacts:
   """Element-wise-ness, reduction variables and cuttable dims, read off the lambda."""
   vars_ = all_vars(sem)

@@ -117,7 +117,16 @@ class Describer:
     key = (id(sem), n)
     got = self._strategies.get(key)
     if got is None:
-      got = (sem, analysis.strategies(sem, n))  # keeps sem alive, so its id stays unique
+      # Element-wise ops of one structure (a model's Mul, Sub, RealDiv on one shape)
+      # share their strategies (analysis.elementwise_key).
+      shared = (("elementwise", analysis.elementwise_key(sem), n)
+                if self.elementwise(sem) else None)
+      every = self._strategies.get(shared) if shared else None
+      if every is None:
+        every = analysis.strategies(sem, n)
+        if shared:
+          self._strategies[shared] = every
+      got = (sem, every)  # keeps sem alive, so its id stays unique
       self._strategies[key] = got
     return got[1]
 
@@ -132,13 +141,19 @@ class Describer:
     return got[1]
 
   def strategy(self, sem: Semantics, var: str, n: int):
-    """The strategy cutting index variable ``var`` n ways, or None (cached)."""
+    """The strategy cutting index variable ``var`` n ways, or None (cached; taken from
+    :meth:`strategies` when those of ``sem`` and n are known: the search prices every
+    strategy of a sub-op before the tiling cuts it by one)."""
     from tf_tofu.opdefs import analysis
     key = (id(sem), var, n)
     got = self._strategies.get(key)
     if got is None:
-      v = next((x for x in analysis.all_vars(sem) if x.name == var), None)
-      got = (sem, analysis.strategy_for(sem, v, n) if v is not None else None)
+      every = self._strategies.get((id(sem), n))
+      if every is not None:
+        got = (sem, next((s for s in every[1] if s.var == var), None))
+      else:
+        v = next((x for x in analysis.all_vars(sem) if x.name == var), None)
+        got = (sem, analysis.strategy_for(sem, v, n) if v is not None else None)
       self._strategies[key] = got
     return got[1]
 
