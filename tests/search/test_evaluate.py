@@ -67,6 +67,26 @@ class EvaluateTest(parameterized.TestCase):
       by_level[0 if src // 2 != dst // 2 else 1] += b  # level 1 splits {0, 1} | {2, 3}
     self.assertEqual(tuple(by_level), ev.level_bytes)
 
+  def test_equal_boxes_of_different_ops_are_one_object(self):
+    g = tf.Graph()
+    with g.as_default():
+      x = tf.compat.v1.placeholder(tf.float32, (8, 6), name="x")
+      tf.math.exp(x, name="e")
+      tf.math.negative(x, name="m")  # another op type: its own tiles, the same boxes
+    graph = view.from_tofu_graph(search_testlib.graph_from_tf(g))
+    layouts = {t: (Cut(0), Cut(1)) for t in graph.tensors}
+    cache = evaluate.EvalCache((2, 2))
+    ev = evaluate.evaluate(graph, (2, 2), layouts, {"e": ("i0", "i1"), "m": ("i0", "i1")},
+                           Describer(), cache)
+    self.assertEqual(ev.total_bytes, 0)
+    self.assertLen(cache.tiles, 2)
+    (_, exp_tiles), (_, neg_tiles) = cache.tiles.items()
+    for a, b in zip(exp_tiles, neg_tiles):
+      self.assertEqual(a.inputs, b.inputs)
+      self.assertIs(a.inputs[0], b.inputs[0])
+      self.assertIs(a.outputs[0], b.outputs[0])
+    self.assertLen(cache.regions, 4)  # the four quarters of x, of e and of m
+
 
 if __name__ == "__main__":
   absltest.main()

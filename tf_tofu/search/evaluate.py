@@ -63,6 +63,11 @@ class EvalCache:
   conversion moves, per level and per device pair.  One cache may serve every
   plan of a search with these factors (the planners of one ``planners.run``
   agree on most tensors and ops), and never changes a result.
+
+  ``regions`` holds one object per distinct box of the tiles: equal boxes of
+  different ops' tiles are then the same object, and the needs made of them
+  (the keys of the feed pieces, compared for every reader of every tensor)
+  compare by identity.
   """
 
   def __init__(self, factors: Sequence[int]):
@@ -70,6 +75,21 @@ class EvalCache:
     self.held: dict = {}
     self.tiles: dict = {}
     self.pieces: dict = {}
+    self.regions: dict = {}
+
+  def op_tiles(self, ctx, strategy: tuple[str, ...], describer: Describer) -> tuple:
+    """``tiling.op_tiles`` of the op, once per (context key, strategy), its boxes the
+    cache's own objects (``regions``)."""
+    key = (context_key(ctx), strategy)
+    got = self.tiles.get(key)
+    if got is None:
+      one = self.regions.setdefault
+      got = self.tiles[key] = tuple(
+          None if tile is None else dataclasses.replace(
+              tile, inputs=tuple(None if r is None else one(r, r) for r in tile.inputs),
+              outputs=tuple(one(r, r) for r in tile.outputs))
+          for tile in op_tiles(ctx, strategy, self.factors, describer))
+    return key, got
 
 
 def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, Sequence[State]],
@@ -100,8 +120,8 @@ class _Pricer:
     self.graph, self.factors, self.layouts = graph, factors, layouts
     self.strategies, self.describer = strategies, describer
     self.k = num_devices(factors)
+    self.cache = cache
     self.held_cache = cache.held
-    self.tiles_cache = cache.tiles
     self.pieces_cache = cache.pieces
     self.level_bytes = [0] * len(factors)
     self.pair_bytes: dict[tuple[int, int], int] = collections.defaultdict(int)
@@ -161,11 +181,8 @@ class _Pricer:
       return
     if op.kind not in ("compute", "single"):
       return
-    tkey = (context_key(op.context), tuple(self.strategies[op.name]))
-    if tkey not in self.tiles_cache:
-      self.tiles_cache[tkey] = op_tiles(op.context, self.strategies[op.name], self.factors,
-                                        self.describer)
-    tiles = self.tiles_cache[tkey]
+    tkey, tiles = self.cache.op_tiles(op.context, tuple(self.strategies[op.name]),
+                                      self.describer)
     for o, t in enumerate(op.outputs):
       hkey, h = self.held(t)
       pkey = ("produce", tkey, o, hkey)
