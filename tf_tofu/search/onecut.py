@@ -129,6 +129,7 @@ class _Pricer:
     self.n = n
     self.cache: dict = {}
     self.per_state: dict = {}
+    self.held: dict = {}  # (shape, state) -> the n blocks a worker of each holds
 
   def _vector(self, kind: str, shape, states, rest: tuple, price) -> np.ndarray:
     """``price(held blocks)`` per state of ``states``; ``rest`` is what else the
@@ -141,7 +142,10 @@ class _Pricer:
       for j, st in enumerate(states):
         one = (kind, shape, st) + rest
         if one not in self.per_state:
-          self.per_state[one] = price(held_regions(shape, [st], (self.n,)))
+          held = self.held.get((shape, st))
+          if held is None:
+            held = self.held[(shape, st)] = held_regions(shape, [st], (self.n,))
+          self.per_state[one] = price(held)
         vec[j] = self.per_state[one]
       self.cache[key] = vec
     return vec
