@@ -66,6 +66,19 @@ class ValueTest(absltest.TestCase):
     body = tdl.Sum(k, a * b + 1.0)
     self.assertEqual([x.name for x in tdl.accesses(body)], ["A", "B"])
     self.assertLen(list(tdl.walk(body)), 6)
+    # Pre-order: Sum, add, mul, A, B, 1.0.
+    self.assertEqual([type(x).__name__ for x in tdl.walk(body)],
+                     ["Reduce", "Apply", "Apply", "Access", "Access", "Const"])
+
+  def test_walk_of_a_deep_chain(self):
+    # An AddN of many inputs is a left-deep chain: walked in order, however deep.
+    i = tdl.Var("i", 2)
+    xs = [tdl.Access(t, f"X{t}", (2,), tdl.index_items((i,))) for t in range(3000)]
+    body = xs[0]
+    for x in xs[1:]:
+      body = body + x
+    self.assertEqual([a.input for a in tdl.accesses(body)], list(range(3000)))
+    self.assertLen(list(tdl.walk(body)), 2 * 3000 - 1)
 
   def test_output_shape_of_composite_dims(self):
     i, j = tdl.Var("i", 3), tdl.Var("j", 4)

@@ -174,11 +174,30 @@ def _output_state(out: tdl.Output, v: tdl.Var, n: int) -> Optional[tuple[State, 
   return REP, ()
 
 
+class _Prepared:
+  """What :func:`strategy_for` reads of a description whatever variable it cuts, derived
+  once for all of them (a wide op's body, an AddN of 256 inputs, is walked once, not
+  once per variable): the variables, the opaque ones, and per input its accesses
+  with their bounds over the full ranges."""
+
+  __slots__ = ("vars", "opaque", "full", "accesses")
+
+  def __init__(self, sem: Semantics):
+    self.vars = all_vars(sem)
+    self.opaque = _opaque_vars(sem)
+    self.full = _full_env(self.vars)
+    self.accesses: dict[int, list[tuple[tdl.Access, list]]] = {}
+    for out in sem.outputs:
+      for acc in tdl.accesses(out.body):
+        self.accesses.setdefault(acc.input, []).append((acc, _access_bounds(acc, self.full)))
+
+
 def strategy_for(sem: Semantics, var: tdl.Var, n: int,
-                 vars_: Optional[tuple[tdl.Var, ...]] = None) -> Optional[Strategy]:
-  """The strategy that cuts ``var`` n ways, or None if cutting it is not sound."""
-  vars_ = vars_ if vars_ is not None else all_vars(sem)
-  if var.extent < n or var in _opaque_vars(sem):
+                 prepared: Optional[_Prepared] = None) -> Optional[Strategy]:
+  """The strategy that cuts ``var`` n ways, or None if cutting it is not sound
+  (``prepared``: the description's :class:`_Prepared`, when cutting several variables)."""
+  prep = prepared if prepared is not None else _Prepared(sem)
+  if var.extent < n or var in prep.opaque:
     return None
   out_states: list[State] = []
   out_ranges: list[tuple] = []
@@ -191,18 +210,14 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
   kind = "output" if any(isinstance(s, Cut) for s in out_states) else "reduce"
   op = sem.op
   n_inputs = len(op.inputs)
-  accs: dict[int, list[tdl.Access]] = {}
-  for out in sem.outputs:
-    for acc in tdl.accesses(out.body):
-      accs.setdefault(acc.input, []).append(acc)
+  accs = prep.accesses
 
   workers = []
   regions_per_input: dict[int, list[Region]] = {i: [] for i in range(n_inputs)}
-  full = _full_env(vars_)
-  reads = {i: [_Read(acc, full, var) for acc in group] for i, group in accs.items()}
+  reads = {i: [_Read(acc, fixed, var) for acc, fixed in group] for i, group in accs.items()}
   for w in range(n):
     lo, hi = block(var.extent, n, w)
-    env = dict(full)
+    env = dict(prep.full)
     env[var] = (lo, hi - 1)
     in_regions: list[Optional[Region]] = []
     in_pads: list = []
@@ -243,13 +258,14 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
 
 
 class _Read:
-  """One access prepared for a strategy's workers: its bounds on the dims that do not
-  involve the cut variable (the same for every worker) and the dims that do."""
+  """One access prepared for a strategy's workers: its bounds over the full ranges
+  (``fixed``; on the dims that do not involve the cut variable, the same for every
+  worker) and the dims that do."""
 
   __slots__ = ("fixed", "varying")
 
-  def __init__(self, acc: tdl.Access, full_env: dict, var: tdl.Var):
-    self.fixed = _access_bounds(acc, full_env)
+  def __init__(self, acc: tdl.Access, fixed: list[tuple[int, int]], var: tdl.Var):
+    self.fixed = fixed
     self.varying = [(d, e) for d, e in enumerate(acc.index)
                     if not isinstance(e, tdl._Full) and var in e.vars()]
 
@@ -319,10 +335,10 @@ def strategies(sem: Semantics, n: int) -> tuple[Strategy, ...]:
   if n < 2:
     raise ValueError(f"strategies are for n >= 2 workers, got n={n}")
   check_bounds(sem)
-  vars_ = all_vars(sem)
+  prep = _Prepared(sem)
   out = []
-  for v in vars_:
-    s = strategy_for(sem, v, n, vars_)
+  for v in prep.vars:
+    s = strategy_for(sem, v, n, prep)
     if s is not None:
       out.append(s)
   return tuple(out)
@@ -374,12 +390,13 @@ def elementwise_key(sem: Semantics) -> tuple:
 
 def facts(sem: Semantics) -> OpFacts:
   """Element-wise-ness, reduction variables and cuttable dims, read off the lambda."""
-  vars_ = all_vars(sem)
+  prep = _Prepared(sem)
+  vars_ = prep.vars
   out_vars = {v for o in sem.outputs for v in o.output_vars()}
-  opaque = _opaque_vars(sem)
+  opaque = prep.opaque
   cuttable: list[set] = [set() for _ in sem.outputs]
   for v in vars_:
-    s = strategy_for(sem, v, 2, vars_)
+    s = strategy_for(sem, v, 2, prep)
     for k, st in enumerate(s.outputs if s else ()):
       if isinstance(st, Cut):
         cuttable[k].add(st.dim)

@@ -359,10 +359,16 @@ def call(fn: str, *args) -> Apply:
 
 
 def walk(v: Value) -> Iterator[Value]:
-  """All nodes of a value expression, pre-order."""
-  yield v
-  for c in v.children():
-    yield from walk(c)
+  """All nodes of a value expression, pre-order.
+
+  With an explicit stack: nested generators would cost each node its depth, and
+  ``x0 + x1 + ... + x255`` (an AddN's body) is a chain 256 deep.
+  """
+  stack = [v]
+  while stack:
+    node = stack.pop()
+    yield node
+    stack.extend(reversed(node.children()))
 
 
 # ---------------------------------------------------------------- outputs
