@@ -123,10 +123,14 @@ class Tile:
 
 
 def _offset(region: Region, origin: Optional[Region]) -> Region:
+  """``region``, in the coordinates of the box ``origin``, in global coordinates (a dim
+  the origin starts at 0 keeps its interval object: most dims of a tile are not cut)."""
   if origin is None:
     return region
-  return Region(tuple(Interval(o.lo + r.lo, o.lo + r.hi)
-                      for r, o in zip(region.intervals, origin.intervals)))
+  ivs = []
+  for r, o in zip(region.intervals, origin.intervals):
+    ivs.append(r if o.lo == 0 else Interval(o.lo + r.lo, o.lo + r.hi))
+  return Region(tuple(ivs))
 
 
 def _sub_context(ctx: OpContext, view, spec) -> OpContext:

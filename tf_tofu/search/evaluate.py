@@ -65,9 +65,11 @@ class EvalCache:
   agree on most tensors and ops), and never changes a result.
 
   ``regions`` holds one object per distinct box of the tiles: equal boxes of
-  different ops' tiles are then the same object, and the needs made of them
-  (the keys of the feed pieces, compared for every reader of every tensor)
-  compare by identity.
+  different ops' tiles are then the same object.  ``needs[(tiles key, input)]``
+  is what the devices' tiles read of an input and a small int naming that need
+  (``need_ids``: equal needs of different ops, one int), which keys the feed
+  pieces: a need is a tuple of k boxes, hashed once here rather than at every
+  reader of every tensor.
   """
 
   def __init__(self, factors: Sequence[int]):
@@ -76,6 +78,21 @@ class EvalCache:
     self.tiles: dict = {}
     self.pieces: dict = {}
     self.regions: dict = {}
+    self.needs: dict = {}
+    self.need_ids: dict = {}
+
+  def need(self, tkey, tiles, i: int) -> tuple[int, Optional[tuple]]:
+    """``(need id, per-device box)`` the tiles ``tiles`` (of key ``tkey``) read of input
+    ``i``; the box tuple is None when no device reads it."""
+    got = self.needs.get((tkey, i))
+    if got is None:
+      boxes = tuple(tile.inputs[i] if tile else None for tile in tiles)
+      if all(r is None for r in boxes):
+        got = (-1, None)
+      else:
+        got = (self.need_ids.setdefault(boxes, len(self.need_ids)), boxes)
+      self.needs[(tkey, i)] = got
+    return got
 
   def op_tiles(self, ctx, strategy: tuple[str, ...], describer: Describer) -> tuple:
     """``tiling.op_tiles`` of the op, once per (context key, strategy), its boxes the
@@ -124,11 +141,12 @@ class _Pricer:
     self.held_cache = cache.held
     self.pieces_cache = cache.pieces
     self.level_bytes = [0] * len(factors)
-    self.pair_bytes: dict[tuple[int, int], int] = collections.defaultdict(int)
     self.op_bytes: dict[str, int] = collections.defaultdict(int)
     self.conversions: list[Conversion] = []
-    # tensor -> (reader, slot) -> (per-device need, ops needing it)
-    self.needs: dict[str, dict[tuple, tuple]] = collections.defaultdict(dict)
+    # tensor -> need id -> (per-device need, ops needing it)
+    self.needs: dict[str, dict[int, tuple]] = collections.defaultdict(dict)
+    # id of a pieces' pairs tuple -> [the pairs, the item sizes summed over its uses]
+    self.pair_uses: dict[int, list] = {}
 
   def held(self, t: str):
     key = (self.graph.tensors[t].shape, tuple(self.layouts[t]))
@@ -137,9 +155,9 @@ class _Pricer:
     return key, self.held_cache[key]
 
   def account(self, tensor: str, what: str, counted: tuple, ops: Sequence[str]) -> None:
-    """Adds a conversion of ``levels[l]`` elements at level l (``pairs[(src, dst)]``
-    elements between two devices; ``counted = (levels, pairs)``), its bytes shared by
-    ``ops``."""
+    """Adds a conversion of ``levels[l]`` elements at level l (``pairs``: the elements
+    between two devices, as :meth:`elements_per_level` gives them; ``counted = (levels,
+    pairs)``), its bytes shared by ``ops``."""
     levels, pairs = counted
     size = self.graph.tensors[tensor].itemsize
     lv = [x * size for x in levels]
@@ -147,15 +165,19 @@ class _Pricer:
     if total:
       for i, b in enumerate(lv):
         self.level_bytes[i] += b
-      for pair, x in pairs:
-        self.pair_bytes[pair] += x * size
+      use = self.pair_uses.get(id(pairs))  # expanded per device pair in result()
+      if use is None:
+        self.pair_uses[id(pairs)] = [pairs, size]
+      else:
+        use[1] += size
       share = total // len(ops)
       for j, o in enumerate(ops):
         self.op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
       self.conversions.append(Conversion(tensor, what, total, tuple(lv)))
 
   def elements_per_level(self, flows: transfers.Flows) -> tuple[list[int], tuple]:
-    """``(elements per level, ((src, dst), elements) per device pair)`` of ``flows``."""
+    """``(elements per level, (pair ids, elements per pair))`` of ``flows``, the pair
+    ``(src, dst)`` named ``src * k + dst``."""
     if not len(flows.elements):
       return [0] * len(self.factors), ()
     level = transfers.level_table(self.factors)[flows.src, flows.dst]
@@ -166,8 +188,7 @@ class _Pricer:
     ids, where = np.unique(flows.src * self.k + flows.dst, return_inverse=True)
     sums = np.zeros(len(ids), dtype=np.int64)
     np.add.at(sums, where.ravel(), flows.elements)
-    return ([int(x) for x in lv],
-            tuple(((int(i) // self.k, int(i) % self.k), int(x)) for i, x in zip(ids, sums)))
+    return [int(x) for x in lv], (ids, sums)
 
   def add_op(self, op) -> None:
     """Prices what ``op`` produces and records what it needs (priced by :meth:`add_feeds`)."""
@@ -176,8 +197,9 @@ class _Pricer:
       # Runs on every shard; inputs not element-wise with the variable are needed whole.
       for i in update_slots(graph, op)[1]:
         t = op.inputs[i]
-        whole = Region.whole(graph.tensors[t].shape)
-        self.needs[t].setdefault(("update", i), ((whole,) * self.k, []))[1].append(op.name)
+        whole = (Region.whole(graph.tensors[t].shape),) * self.k
+        need_id = self.cache.need_ids.setdefault(whole, len(self.cache.need_ids))
+        self.needs[t].setdefault(need_id, (whole, []))[1].append(op.name)
       return
     if op.kind not in ("compute", "single"):
       return
@@ -195,25 +217,26 @@ class _Pricer:
     for i, t in enumerate(op.inputs):
       if t is None:
         continue
-      need = tuple(tile.inputs[i] if tile else None for tile in tiles)
-      if all(r is None for r in need):
-        continue
-      self.needs[t].setdefault((tkey, i), (need, []))[1].append(op.name)
+      need_id, boxes = self.cache.need(tkey, tiles, i)
+      if boxes is not None:
+        self.needs[t].setdefault(need_id, (boxes, []))[1].append(op.name)
 
   def add_feeds(self) -> None:
     """Prices every tensor's needs, each distinct need once for all the ops sharing it."""
     for t, by_need in self.needs.items():
       hkey, h = self.held(t)
-      merged: dict[tuple, list[str]] = {}
-      for need, ops in by_need.values():
-        merged.setdefault(need, []).extend(ops)
-      for need, ops in merged.items():
-        pkey = ("feed", hkey, need)
+      for need_id, (need, ops) in by_need.items():
+        pkey = ("feed", hkey, need_id)
         if pkey not in self.pieces_cache:
           self.pieces_cache[pkey] = self.elements_per_level(
               transfers.gather_flows(h, list(need), self.factors))
         self.account(t, "feed " + ", ".join(ops), self.pieces_cache[pkey], ops)
 
   def result(self) -> Evaluation:
+    by_pair = np.zeros(self.k * self.k, dtype=np.int64)  # integer sums: bytes stay exact
+    for (ids, sums), size in self.pair_uses.values():
+      np.add.at(by_pair, ids, sums * size)
+    pair_bytes = {(int(i) // self.k, int(i) % self.k): int(by_pair[i])
+                  for i in np.flatnonzero(by_pair)}
     return Evaluation(sum(self.level_bytes), tuple(self.level_bytes), dict(self.op_bytes),
-                      tuple(self.conversions), dict(sorted(self.pair_bytes.items())))
+                      tuple(self.conversions), pair_bytes)
