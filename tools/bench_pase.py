@@ -13,7 +13,9 @@ tracing excluded, as PaSE's time excludes building its graph; no memory
 estimate; tofu planner.  Each cell is the fastest of ``--repeats`` cold runs
 (three runs of one cell differed by up to 1.4x on a 2-core machine), each
 started after ``gc.collect()``, so that the garbage of the run before is not
-billed to it.  Our graph
+billed to it.  Each model is planned in a process of its own, as a user plans
+one model: planned one after another in one process, later models ran slower
+(AlexNet at p=8: 0.76-0.81 s alone, 1.27 s after the other four).  Our graph
 is TensorFlow's op graph of the training step (forward, gradients, optimizer
 update), several times finer than PaSE's layer graph.
 
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app, flags
@@ -60,6 +64,8 @@ flags.DEFINE_list("ps", [str(p) for p in PS], "Device counts.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
 flags.DEFINE_integer("repeats", 3, "Cold runs per cell; the fastest is reported.",
                      lower_bound=1)
+flags.DEFINE_string("row_to", None, "Plan the one model of --models in this process and "
+                    "write its table row to this file (how the tool runs each model).")
 
 
 def _alexnet():
@@ -98,39 +104,55 @@ def _cell(ours: float, pase) -> str:
   return f"{ours:.1f} vs {pase:g} ({ours / pase:.2f}x)"
 
 
-def main(argv):
-  del argv
+def _row(name: str, ps) -> str:
+  """Plans ``name`` at every p of ``ps`` in this process; its table row."""
   import tf_tofu
   from tf_tofu import api
   from tf_tofu.core import collector
   from tf_tofu.graph import view
   from tf_tofu.opdefs.registry import Describer
+  step = _step(name)
+  with step.context():
+    graph = tf_tofu.trace(step.fn, *step.input_signature)
+  cells = []
+  for p in ps:
+    runs = []
+    for _ in range(FLAGS.repeats):
+      gc.collect()
+      start = time.perf_counter()  # cold: a new view and Describer per run
+      with collector.bulk():  # as tf_tofu.plan runs both
+        describer = Describer()
+        sgraph = view.from_tofu_graph(graph, describer)
+        plan = api.plan_view(sgraph, p, describer=describer, memory=False)
+      runs.append(time.perf_counter() - start)
+    secs = min(runs)
+    pase = PASE[name][PS.index(p)] if p in PS else None
+    print(f"{name} ({len(graph.ops):,} ops) p={p}: {secs:.2f} s (runs "
+          f"{', '.join(f'{r:.2f}' for r in runs)}; PaSE {pase}), "
+          f"{plan.total_bytes:,} B, proven optimal per level: {plan.proven_optimal}",
+          flush=True)
+    cells.append(_cell(secs, pase))
+  bound = " (PaSE: an upper bound)" if name in UPPER_BOUNDS else ""
+  return f"| {name}{bound} | {len(graph.ops):,} | " + " | ".join(cells) + " |"
+
+
+def main(argv):
+  del argv
   ps = [int(p) for p in FLAGS.ps]
+  if FLAGS.row_to:
+    (name,) = FLAGS.models
+    with open(FLAGS.row_to, "w") as f:
+      f.write(_row(name, ps))
+    return 0
   rows = []
-  for name in FLAGS.models:
-    step = _step(name)
-    with step.context():
-      graph = tf_tofu.trace(step.fn, *step.input_signature)
-    cells = []
-    for p in ps:
-      runs = []
-      for _ in range(FLAGS.repeats):
-        gc.collect()
-        start = time.perf_counter()  # cold: a new view and Describer per run
-        with collector.bulk():  # as tf_tofu.plan runs both
-          describer = Describer()
-          sgraph = view.from_tofu_graph(graph, describer)
-          plan = api.plan_view(sgraph, p, describer=describer, memory=False)
-        runs.append(time.perf_counter() - start)
-      secs = min(runs)
-      pase = PASE[name][PS.index(p)] if p in PS else None
-      print(f"{name} ({len(graph.ops):,} ops) p={p}: {secs:.2f} s (runs "
-            f"{', '.join(f'{r:.2f}' for r in runs)}; PaSE {pase}), "
-            f"{plan.total_bytes:,} B, proven optimal per level: {plan.proven_optimal}",
-            flush=True)
-      cells.append(_cell(secs, pase))
-    bound = " (PaSE: an upper bound)" if name in UPPER_BOUNDS else ""
-    rows.append(f"| {name}{bound} | {len(graph.ops):,} | " + " | ".join(cells) + " |")
+  with tempfile.TemporaryDirectory() as tmp:
+    for name in FLAGS.models:  # each model in a process of its own (module docstring)
+      row_file = os.path.join(tmp, name)
+      subprocess.run([sys.executable, os.path.abspath(__file__), f"--models={name}",
+                      f"--ps={','.join(FLAGS.ps)}", f"--repeats={FLAGS.repeats}", "--nowrite",
+                      f"--row_to={row_file}"], check=True)
+      with open(row_file) as f:
+        rows.append(f.read())
   if FLAGS.write:
     body = (f"Planning seconds (tofu, each p cold, the fastest of {FLAGS.repeats} runs, tracing "
             "excluded) vs PaSE's, with the ratio "
