@@ -67,6 +67,26 @@ class SolveTest(parameterized.TestCase):
     self.assertEqual(sol.cost, want)
     self.assertEqual(sol.width, 1)
 
+  @parameterized.parameters(range(6))
+  def test_kept_neighbours_and_sizes_match_the_live_factors(self, seed):
+    # What the factor graph keeps as factors come and go (conditioning, elimination)
+    # equals what its live factors say, recounted from scratch.
+    domains, fs = random_problem(seed, groups=10, factors=14, max_scope=4)
+    fg = dp._FactorGraph(domains, fs)
+    rng = np.random.default_rng(seed)
+    for step, g in enumerate(rng.permutation(len(domains)).tolist()):
+      if step % 3 == 0:
+        fg.condition(g, 0)
+      else:
+        fg.eliminate(g)
+      for h in range(len(domains)):
+        scope = {h}
+        for f in fg.live.values():
+          if h in f.scope:
+            scope.update(f.scope)
+        self.assertEqual(fg.scope_of(h), tuple(sorted(scope)))
+        self.assertEqual(fg.table_size(h), int(np.prod([domains[s] for s in scope])))
+
   def test_deterministic(self):
     domains, fs = random_problem(3)
     self.assertEqual(dp.solve(domains, fs), dp.solve(domains, fs))
