@@ -1,5 +1,6 @@
 """Tests for tf_tofu.opdefs.registry: one description per op type, a per-object cache."""
 
+import numpy as np
 from absl.testing import absltest
 
 from tf_tofu.core.states import REP, Cut
@@ -56,8 +57,7 @@ class RegistryTest(absltest.TestCase):
 
   def test_elementwise_ops_of_one_structure_share_their_strategies(self):
     def binary(op_type, x, y):
-      out = tuple(max(a, b) for a, b in zip(((1,) * len(y) + x)[-len(y):] if len(y) > len(x)
-                                             else x, ((1,) * len(x) + y)[-len(x):]))
+      out = tuple(np.broadcast_shapes(x, y))
       return OpContext(name=op_type, op_type=op_type, attrs={"T": "float32"},
                        inputs=(TensorInfo(x, "float32"), TensorInfo(y, "float32")),
                        outputs=(TensorInfo(out, "float32"),))
@@ -76,6 +76,7 @@ class RegistryTest(absltest.TestCase):
     bcast = d.strategies(d(binary("Mul", (6, 5), (5,)))[0], 2)
     self.assertEqual([s.inputs[1].state for s in wide], [Cut(0), Cut(1)])
     self.assertEqual([s.inputs[1].state for s in bcast], [REP, Cut(0)])
+
 
 if __name__ == "__main__":
   absltest.main()
