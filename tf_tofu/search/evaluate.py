@@ -87,12 +87,13 @@ class EvalCache:
     got = self.needs.get((tkey, i))
     if got is None:
       boxes = tuple(tile.inputs[i] if tile else None for tile in tiles)
-      if all(r is None for r in boxes):
-        got = (-1, None)
-      else:
-        got = (self.need_ids.setdefault(boxes, len(self.need_ids)), boxes)
+      got = (-1, None) if all(r is None for r in boxes) else (self.need_id(boxes), boxes)
       self.needs[(tkey, i)] = got
     return got
+
+  def need_id(self, boxes: tuple) -> int:
+    """The small int naming the per-device boxes ``boxes`` (equal boxes, one int)."""
+    return self.need_ids.setdefault(boxes, len(self.need_ids))
 
   def op_tiles(self, ctx, strategy: tuple[str, ...], describer: Describer) -> tuple:
     """``tiling.op_tiles`` of the op, once per (context key, strategy), its boxes the
@@ -198,8 +199,7 @@ class _Pricer:
       for i in update_slots(graph, op)[1]:
         t = op.inputs[i]
         whole = (Region.whole(graph.tensors[t].shape),) * self.k
-        need_id = self.cache.need_ids.setdefault(whole, len(self.cache.need_ids))
-        self.needs[t].setdefault(need_id, (whole, []))[1].append(op.name)
+        self.needs[t].setdefault(self.cache.need_id(whole), (whole, []))[1].append(op.name)
       return
     if op.kind not in ("compute", "single"):
       return
