@@ -2,7 +2,7 @@
 
 from absl.testing import absltest, parameterized
 
-from tf_tofu.core.regions import Interval, Region, block, block_sizes, cut_region
+from tf_tofu.core.regions import Interval, Pool, Region, block, block_sizes, cut_region
 
 
 class BlockTest(parameterized.TestCase):
@@ -49,6 +49,18 @@ class IntervalRegionTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "rank"):
       Region.whole((2,)).hull(Region.whole((2, 3)))
 
+
+
+class PoolTest(absltest.TestCase):
+
+  def test_one_object_per_distinct_box(self):
+    pool = Pool()
+    box = pool.region(((0, 4), (2, 3)))
+    self.assertIs(box, pool.region(((0, 4), (2, 3))))
+    self.assertEqual(box, Region.of([(0, 4), (2, 3)]))
+    self.assertIs(pool.whole((4, 3)).intervals[0], box.intervals[0])
+    self.assertIs(pool.interval(2, 3), box.intervals[1])
+    self.assertIsNot(box, pool.region(((0, 4), (2, 4))))
 
 if __name__ == "__main__":
   absltest.main()

@@ -4,7 +4,7 @@ from absl.testing import absltest, parameterized
 
 from tf_tofu.opdefs import analysis, tdl
 from tf_tofu.opdefs.description import DescriptionError, OpContext, Semantics, TensorInfo
-from tf_tofu.core.regions import Region
+from tf_tofu.core.regions import Pool, Region
 from tf_tofu.core.states import PARTIAL, REP, Cut
 
 
@@ -46,6 +46,28 @@ class MatmulTest(absltest.TestCase):
     s = analysis.strategies(matmul_sem(m=7), 3)[0]
     self.assertEqual([w.output_regions[0].shape for w in s.workers], [(3, 7), (2, 7), (2, 7)])
     self.assertEqual([w.input_regions[0].shape for w in s.workers], [(3, 5), (2, 5), (2, 5)])
+
+  def test_a_shared_pool_gives_equal_boxes_one_object(self):
+    # Two ops reading an A of one shape: the boxes of their strategies are one object
+    # per distinct box, and the strategies equal those derived with a pool of their own.
+    pool = Pool()
+    first = analysis.strategies(matmul_sem(m=6, k=5, n=7), 3, pool)
+    second = analysis.strategies(matmul_sem(m=6, k=5, n=4), 3, pool)
+    self.assertEqual(first, analysis.strategies(matmul_sem(m=6, k=5, n=7), 3))
+    self.assertEqual(second, analysis.strategies(matmul_sem(m=6, k=5, n=4), 3))
+    for a, b in zip(first[0].inputs[0].regions, second[0].inputs[0].regions):
+      self.assertIs(a, b)
+    self.assertIs(first[1].inputs[0].regions[0], pool.whole((6, 5)))
+
+  def test_a_dim_of_one_element_read_by_worker_zero_alone_is_cut(self):
+    # y[i] = x.at(i), i of extent 2, x of one element: worker 0 reads x whole, worker 1
+    # reads nothing (its access is padding), which is block w of x's dim cut 2 ways.
+    op = ctx((1,))
+    i = tdl.Var("i", 2)
+    sem = Semantics(op, [tdl.Output((i,), op.input(0).at(i))])
+    (s,) = analysis.strategies(sem, 2)
+    self.assertEqual([r.shape for r in s.inputs[0].regions], [(1,), (0,)])
+    self.assertEqual(s.inputs[0].state, Cut(0))
 
   def test_var_smaller_than_n_is_not_cut(self):
     strats = analysis.strategies(matmul_sem(m=3, k=2, n=8), 4)

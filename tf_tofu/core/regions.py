@@ -180,3 +180,36 @@ def cut_region(shape: Sequence[int], dim: int, n: int, w: int) -> Region:
   ivs = [Interval(0, int(d)) for d in shape]
   ivs[dim] = Interval(*block(int(shape[dim]), n, w))
   return Region(tuple(ivs))
+
+
+class Pool:
+  """One object per distinct interval and box made through it.
+
+  Prices, tiles and pieces are cached under keys that hold boxes; keys built from
+  pooled boxes compare by identity (Python's tuple comparison tries ``is`` first)
+  instead of interval by interval.  Boxes are given as ``(lo, hi)`` pairs, which
+  hash in C.
+  """
+
+  __slots__ = ("_intervals", "_regions")
+
+  def __init__(self):
+    self._intervals: dict[tuple[int, int], Interval] = {}
+    self._regions: dict[tuple, Region] = {}
+
+  def interval(self, lo: int, hi: int) -> Interval:
+    key = (lo, hi)
+    iv = self._intervals.get(key)
+    if iv is None:
+      iv = self._intervals[key] = Interval(lo, hi)
+    return iv
+
+  def region(self, bounds: tuple[tuple[int, int], ...]) -> Region:
+    """The box of half-open ``bounds`` per dim."""
+    r = self._regions.get(bounds)
+    if r is None:
+      r = self._regions[bounds] = Region(tuple(self.interval(lo, hi) for lo, hi in bounds))
+    return r
+
+  def whole(self, shape: Sequence[int]) -> Region:
+    return self.region(tuple((0, int(d)) for d in shape))

@@ -38,7 +38,7 @@ from typing import Optional
 
 from tf_tofu.opdefs import tdl
 from tf_tofu.opdefs.description import Semantics, WorkerView
-from tf_tofu.core.regions import Interval, Region, block
+from tf_tofu.core.regions import Pool, Region, block
 from tf_tofu.core.states import PARTIAL, REP, Cut, State
 from tf_tofu.opdefs.strategy import InputNeed, Strategy
 
@@ -192,11 +192,13 @@ class _Prepared:
         self.accesses.setdefault(acc.input, []).append((acc, _access_bounds(acc, self.full)))
 
 
-def strategy_for(sem: Semantics, var: tdl.Var, n: int,
-                 prepared: Optional[_Prepared] = None) -> Optional[Strategy]:
+def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepared] = None,
+                 pool: Optional[Pool] = None) -> Optional[Strategy]:
   """The strategy that cuts ``var`` n ways, or None if cutting it is not sound
-  (``prepared``: the description's :class:`_Prepared`, when cutting several variables)."""
+  (``prepared``: the description's :class:`_Prepared`, when cutting several variables;
+  ``pool``: where its boxes come from, one object per distinct box)."""
   prep = prepared if prepared is not None else _Prepared(sem)
+  pool = pool if pool is not None else Pool()
   if var.extent < n or var in prep.opaque:
     return None
   out_states: list[State] = []
@@ -211,134 +213,152 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int,
   op = sem.op
   n_inputs = len(op.inputs)
   accs = prep.accesses
+  # Per input: None (a meta input nobody reads), a Region (read whole by every
+  # worker), or the accesses prepared for cutting var.
+  inputs: list = []
+  for i in range(n_inputs):
+    shape = op.inputs[i].shape
+    if i not in accs:
+      inputs.append(None if i in sem.meta_inputs else pool.whole(shape))
+    else:
+      inputs.append(_InputReads(accs[i], var, shape))
+  whole_outs = [tuple((0, d) for d in out.shape) for out in sem.outputs]
 
   workers = []
-  regions_per_input: dict[int, list[Region]] = {i: [] for i in range(n_inputs)}
-  reads = {i: [_Read(acc, fixed, var) for acc, fixed in group] for i, group in accs.items()}
+  regions_per_input: list[list[Region]] = [[] for _ in range(n_inputs)]
+  env = dict(prep.full)
   for w in range(n):
     lo, hi = block(var.extent, n, w)
-    env = dict(prep.full)
     env[var] = (lo, hi - 1)
     in_regions: list[Optional[Region]] = []
     in_pads: list = []
-    for i in range(n_inputs):
-      shape = op.inputs[i].shape
-      if i in sem.meta_inputs and i not in accs:
+    for i, reads in enumerate(inputs):
+      if reads is None:
         in_regions.append(None)
         in_pads.append(None)
-        continue
-      if i not in accs:  # replicated
-        in_regions.append(Region.whole(shape))
-        in_pads.append(tuple((0, 0) for _ in shape))
-        continue
-      got = _input_region(reads[i], env, shape)
-      if got is None:
-        return None
-      region, pads = got
-      in_regions.append(region)
-      in_pads.append(pads)
-      regions_per_input[i].append(region)
-    outs = tuple(_output_region(out, st, rng, w)
-                 for out, st, rng in zip(sem.outputs, out_states, out_ranges))
+      elif isinstance(reads, Region):  # replicated
+        in_regions.append(reads)
+        in_pads.append(tuple((0, 0) for _ in reads.intervals))
+      else:
+        got = reads.region(env, pool)
+        if got is None:
+          return None
+        in_regions.append(got[0])
+        in_pads.append(got[1])
+        regions_per_input[i].append(got[0])
+    outs = []
+    for whole, st, rng in zip(whole_outs, out_states, out_ranges):
+      if isinstance(st, Cut):  # worker w's block on the cut dim, else the whole output
+        bounds = list(whole)
+        bounds[st.dim] = rng[w]
+        outs.append(pool.region(tuple(bounds)))
+      else:
+        outs.append(pool.region(whole))
     workers.append(WorkerView(w=w, n=n, var=var.name, var_block=(lo, hi),
                               var_extent=var.extent, input_regions=tuple(in_regions),
-                              input_padding=tuple(in_pads), output_regions=outs))
+                              input_padding=tuple(in_pads), output_regions=tuple(outs)))
 
   needs: list[Optional[InputNeed]] = []
-  for i in range(n_inputs):
-    regs = regions_per_input[i]
-    if not regs and i in sem.meta_inputs:
+  for i, reads in enumerate(inputs):
+    if reads is None:
       needs.append(None)
       continue
-    if i not in accs:
-      regs = [Region.whole(op.inputs[i].shape)] * n
-    needs.append(InputNeed(_classify(regs, op.inputs[i].shape, n), tuple(regs)))
+    regs = [reads] * n if isinstance(reads, Region) else regions_per_input[i]
+    needs.append(InputNeed(_classify(regs, op.inputs[i].shape, n, pool), tuple(regs)))
   return Strategy(var=var.name, kind=kind, n=n, inputs=tuple(needs),
                   outputs=tuple(out_states), workers=tuple(workers))
 
 
-class _Read:
-  """One access prepared for a strategy's workers: its bounds over the full ranges
-  (``fixed``; on the dims that do not involve the cut variable, the same for every
-  worker) and the dims that do."""
-
-  __slots__ = ("fixed", "varying")
-
-  def __init__(self, acc: tdl.Access, fixed: list[tuple[int, int]], var: tdl.Var):
-    self.fixed = fixed
-    self.varying = [(d, e) for d, e in enumerate(acc.index)
-                    if not isinstance(e, tdl._Full) and var in e.vars()]
-
-  def bounds(self, env: dict) -> list[tuple[int, int]]:
-    """Unclamped inclusive range of every dim under ``env`` (:func:`_access_bounds`)."""
-    b = list(self.fixed)
-    for d, e in self.varying:
-      b[d] = e.interval(env)
-    return b
+def _clamped(a: int, b: int, size: int) -> tuple[tuple[int, int], tuple[int, int]]:
+  """The inclusive access range ``[a, b]`` clamped to ``[0, size)`` as half-open bounds,
+  and how far it reaches outside: the padding."""
+  lo, hi = max(0, a), min(size, b + 1)
+  if lo >= size or hi <= lo:  # empty
+    return ((size, size) if lo >= size else (lo, lo)), (0, 0)
+  return (lo, hi), (max(0, -a), max(0, b + 1 - size))
 
 
-def _input_region(reads: list[_Read], env, shape: tuple[int, ...]):
-  """``(region, padding)`` a worker reads of one input: the hull of its accesses under
-  ``env``, clamped to the shape (what falls outside is padding), or None when cutting
-  the variable is not sound for this input."""
-  raw = None
-  own: dict[int, tuple[int, int]] = {}  # per dim, the hull of accesses that vary with var
-  for read in reads:
-    b = read.bounds(env)
-    raw = b if raw is None else [(min(a[0], c[0]), max(a[1], c[1])) for a, c in zip(raw, b)]
-    for d, _ in read.varying:
-      lo_d, hi_d = own.get(d, b[d])
-      own[d] = (min(lo_d, b[d][0]), max(hi_d, b[d][1]))
-  if any(raw[d] != rng for d, rng in own.items()):
-    # Another access reads beyond var's range on a dim var cuts (a softmax's
-    # normaliser over the row): the same op run on that region would compute
-    # more than the worker's share, so var cannot be cut.
-    return None
-  clamped, pads = [], []
-  for d, (a, b) in enumerate(raw):
-    iv = Interval(a, b + 1).clamp(shape[d])
-    clamped.append(iv)
-    pads.append((max(0, -a), max(0, b + 1 - shape[d])) if not iv.empty else (0, 0))
-  return Region(tuple(clamped)), tuple(pads)
+class _InputReads:
+  """One input's accesses prepared for cutting ``var``.  A worker reads the hull of
+  the accesses, clamped to the shape (what falls outside is padding).  On a dim that
+  no access indexes by ``var`` the hull is the same for every worker (``const``); on
+  the others (``varying``: the dim, its expressions in ``var``, and the hull of the
+  other accesses' bounds there) it is evaluated per worker."""
+
+  __slots__ = ("shape", "bounds", "pads", "varying")
+
+  def __init__(self, reads: list, var: tdl.Var, shape: tuple[int, ...]):
+    self.shape = shape
+    rank = len(shape)
+    fixed: list = [None] * rank  # per dim, the hull of the accesses that do not vary there
+    varying: dict[int, list] = {}
+    for acc, bounds in reads:
+      for d, e in enumerate(acc.index):
+        if not isinstance(e, tdl._Full) and var in e.vars():
+          varying.setdefault(d, []).append(e)
+        else:
+          h, b = fixed[d], bounds[d]
+          fixed[d] = b if h is None else (min(h[0], b[0]), max(h[1], b[1]))
+    self.bounds: list = [None] * rank
+    self.pads: list = [None] * rank
+    for d in range(rank):
+      if d not in varying:
+        self.bounds[d], self.pads[d] = _clamped(*fixed[d], shape[d])
+    self.varying = [(d, tuple(varying[d]), fixed[d]) for d in sorted(varying)]
+
+  def region(self, env: dict, pool: Pool):
+    """``(region, padding)`` a worker reads under ``env``, or None when cutting the
+    variable is not sound for this input: another access reads beyond var's range on
+    a dim var cuts (a softmax's normaliser over the row), so the same op run on that
+    region would compute more than the worker's share."""
+    bounds, pads = list(self.bounds), list(self.pads)
+    for d, exprs, fixed in self.varying:
+      lo, hi = exprs[0].interval(env)
+      for e in exprs[1:]:
+        a, b = e.interval(env)
+        lo, hi = min(lo, a), max(hi, b)
+      if fixed is not None and (fixed[0] < lo or fixed[1] > hi):
+        return None
+      bounds[d], pads[d] = _clamped(lo, hi, self.shape[d])
+    return pool.region(tuple(bounds)), tuple(pads)
 
 
-def _output_region(out, state: State, ranges, w: int) -> Region:
-  """Worker ``w``'s box of an output: its block on the cut dim, else the whole output."""
-  if not isinstance(state, Cut):
-    return Region.whole(out.shape)
-  ivs = list(Region.whole(out.shape).intervals)
-  ivs[state.dim] = Interval(*ranges[w])
-  return Region(tuple(ivs))
-
-
-def _classify(regions: list[Region], shape: tuple[int, ...], n: int):
+def _classify(regions: list[Region], shape: tuple[int, ...], n: int, pool: Pool):
   """REP when every worker reads the whole input, Cut(d) when worker w reads block w
-  of dim d and the whole of every other dim, else None."""
-  spans = [tuple((iv.lo, iv.hi) for iv in r.intervals) for r in regions]
-  whole = tuple((0, d) for d in shape)
-  if all(s == whole for s in spans):
+  of dim d and the whole of every other dim, else None (``regions`` from ``pool``, so
+  equal boxes are one object)."""
+  whole = pool.whole(shape)
+  if all(r is whole for r in regions):
     return REP
-  for d in range(len(shape)):
-    rest = whole[:d] + whole[d + 1:]
-    if all(s[d] == block(shape[d], n, w) and s[:d] + s[d + 1:] == rest
-           for w, s in enumerate(spans)):
+  # Block 0 of a cut dim differs from the whole dim unless the dim has one element.
+  first = regions[0].intervals
+  dims = [d for d, iv in enumerate(whole.intervals) if first[d] is not iv]
+  for d in (dims if len(dims) == 1 else () if dims else range(len(shape))):
+    bounds = [(0, size) for size in shape]
+    for w, r in enumerate(regions):
+      bounds[d] = block(shape[d], n, w)
+      if r is not pool.region(tuple(bounds)):
+        break
+    else:
       return Cut(d)
   return None
 
 
-def strategies(sem: Semantics, n: int) -> tuple[Strategy, ...]:
-  """Every sound strategy cutting one index variable of ``sem`` n ways (n >= 2).
+def strategies(sem: Semantics, n: int, pool: Optional[Pool] = None) -> tuple[Strategy, ...]:
+  """Every sound strategy cutting one index variable of ``sem`` n ways (n >= 2), its
+  boxes from ``pool`` (one object per distinct box; a new pool when None).
 
   The replicated execution (every worker runs the whole op) is always valid
   and is not listed here; the search adds it.
   """
+  pool = pool if pool is not None else Pool()
   if n < 2:
     raise ValueError(f"strategies are for n >= 2 workers, got n={n}")
   check_bounds(sem)
   prep = _Prepared(sem)
   out = []
   for v in prep.vars:
-    s = strategy_for(sem, v, n, prep)
+    s = strategy_for(sem, v, n, prep, pool)
     if s is not None:
       out.append(s)
   return tuple(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from tf_tofu.core.regions import Pool
 from tf_tofu.opdefs.description import OpContext, Semantics, array_key
 
 DescribeFn = Callable[[OpContext], Semantics]
@@ -103,12 +104,15 @@ class Describer:
 
   Ops of identical type, attributes and shapes (the repeated blocks of a
   model, the equal shards of a cut) share one Semantics and one analysis.
-  The cache belongs to the Describer object, never to the module.
+  The strategies' boxes come from one ``regions.Pool`` (``pool``): equal boxes
+  of different ops are one object, so the caches keyed by them compare by
+  identity.  The caches belong to the Describer object, never to the module.
   """
 
   def __init__(self):
     self._cache: dict = {}
     self._strategies: dict = {}
+    self.pool = Pool()
     self.hits = 0
 
   def strategies(self, sem: Semantics, n: int) -> tuple:
@@ -123,7 +127,7 @@ class Describer:
                 if self.elementwise(sem) else None)
       every = self._strategies.get(shared) if shared else None
       if every is None:
-        every = analysis.strategies(sem, n)
+        every = analysis.strategies(sem, n, self.pool)
         if shared:
           self._strategies[shared] = every
       got = (sem, every)  # keeps sem alive, so its id stays unique
@@ -153,7 +157,7 @@ class Describer:
         got = (sem, next((s for s in every[1] if s.var == var), None))
       else:
         v = next((x for x in analysis.all_vars(sem) if x.name == var), None)
-        got = (sem, analysis.strategy_for(sem, v, n) if v is not None else None)
+        got = (sem, analysis.strategy_for(sem, v, n, pool=self.pool) if v is not None else None)
       self._strategies[key] = got
     return got[1]
 
