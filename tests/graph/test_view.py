@@ -43,6 +43,19 @@ class ViewTest(absltest.TestCase):
     plan = tf_tofu.plan(self.graph, devices=2, describer=self.describer)
     self.assertEqual(view.laid_out_tensors(self.view), set(plan.layouts))
 
+  def test_a_const_context_holds_its_node_defs_value(self):
+    # The view takes a Const's value attribute from the ingested tensor, the array
+    # ingestion read off the same NodeDef; every other attribute is read as before.
+    consts = [op for op in self.view.ops if op.op_type == "Const"]
+    self.assertNotEmpty(consts)
+    for op in consts:
+      node = self.graph.ops[op.name].node_def
+      self.assertIs(op.context.attrs["value"], self.graph.tensors[op.outputs[0]].value)
+      np.testing.assert_array_equal(op.context.attrs["value"],
+                                    tf.make_ndarray(node.attr["value"].tensor))
+      self.assertEqual(op.context.attrs["dtype"], tf.as_dtype(node.attr["dtype"].type).name)
+      self.assertEqual(sorted(op.context.attrs), sorted(node.attr))
+
   def test_identity_n_is_one_identity_per_tensor(self):
     step = models.tiny("mlp", flavor="keras", optimizer="adam")
     graph = tf_tofu.trace(step.fn, *step.input_signature)

@@ -148,7 +148,10 @@ def _context(op, graph, tensors: dict[str, STensor], var_info) -> OpContext:
   infos = [TensorInfo(tensors[t].shape, tensors[t].dtype, graph.tensors[t].value)
            for t in op.inputs]
   outs = [TensorInfo(tensors[o].shape, tensors[o].dtype) for o in op.outputs]
-  return context_from_node_def(op.node_def, infos, outs)
+  # A Const's value attribute is the array ingestion made its output's value from.
+  value = graph.tensors[op.outputs[0]].value if op.op_type == "Const" else None
+  return context_from_node_def(op.node_def, infos, outs,
+                               {} if value is None else {"value": value})
 
 
 def _split_identity_n(op, tensors: dict[str, STensor], describer) -> list[SOp]:
@@ -206,7 +209,8 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
           op.node_def, [TensorInfo((), "resource")], [TensorInfo((), "resource")]),
           (), tuple(op.outputs), None, tuple(op.control_inputs)))
       continue
-    op = dataclasses.replace(op, inputs=tuple(alias.get(t, t) for t in op.inputs))
+    if any(t in alias for t in op.inputs):
+      op = dataclasses.replace(op, inputs=tuple(alias.get(t, t) for t in op.inputs))
     if op.op_type == "IdentityN" and op.inputs:
       ops.extend(_split_identity_n(op, tensors, describer))
       continue

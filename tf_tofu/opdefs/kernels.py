@@ -50,15 +50,21 @@ def attr_to_python(value: attr_value_pb2.AttrValue) -> Any:
   return None
 
 
-def attrs_to_python(attrs: Mapping[str, attr_value_pb2.AttrValue]) -> dict[str, Any]:
-  return {k: attr_to_python(v) for k, v in sorted(attrs.items())}
+def attrs_to_python(attrs: Mapping[str, attr_value_pb2.AttrValue],
+                    parsed: Mapping[str, Any] = {}) -> dict[str, Any]:
+  """Every attribute as :func:`attr_to_python` gives it; those in ``parsed`` are taken
+  from there, already read."""
+  return {k: parsed[k] if k in parsed else attr_to_python(v) for k, v in sorted(attrs.items())}
 
 
 def context_from_node_def(node_def, inputs: Sequence[TensorInfo],
-                          outputs: Sequence[TensorInfo] = ()) -> OpContext:
-  """The :class:`OpContext` of one NodeDef whose input and output facts are known."""
+                          outputs: Sequence[TensorInfo] = (),
+                          parsed: Mapping[str, Any] = {}) -> OpContext:
+  """The :class:`OpContext` of one NodeDef whose input and output facts are known
+  (``parsed``: attributes already read off this NodeDef, such as a Const's value as
+  ingestion made it an array)."""
   return OpContext(name=node_def.name, op_type=node_def.op,
-                   attrs=attrs_to_python(node_def.attr), inputs=tuple(inputs),
+                   attrs=attrs_to_python(node_def.attr, parsed), inputs=tuple(inputs),
                    outputs=tuple(outputs))
 
 
