@@ -62,5 +62,14 @@ class PoolTest(absltest.TestCase):
     self.assertIs(pool.interval(2, 3), box.intervals[1])
     self.assertIsNot(box, pool.region(((0, 4), (2, 4))))
 
+  def test_offset_is_the_box_in_the_origins_coordinates(self):
+    pool = Pool()
+    origin = pool.region(((4, 8), (0, 6)))
+    inner = pool.region(((1, 3), (2, 6)))
+    moved = pool.offset(inner, origin)
+    self.assertIs(moved, pool.region(((5, 7), (2, 6))))
+    self.assertIs(pool.offset(inner, origin), moved)
+    self.assertEqual(pool.offset(Region.of([(0, 1), (0, 1)]), origin), Region.of([(4, 5), (0, 1)]))
+
 if __name__ == "__main__":
   absltest.main()

@@ -76,8 +76,9 @@ class EvaluateTest(parameterized.TestCase):
     graph = view.from_tofu_graph(search_testlib.graph_from_tf(g))
     layouts = {t: (Cut(0), Cut(1)) for t in graph.tensors}
     cache = evaluate.EvalCache((2, 2))
+    describer = Describer()
     ev = evaluate.evaluate(graph, (2, 2), layouts, {"e": ("i0", "i1"), "m": ("i0", "i1")},
-                           Describer(), cache)
+                           describer, cache)
     self.assertEqual(ev.total_bytes, 0)
     self.assertLen(cache.tiles, 2)
     (_, exp_tiles), (_, neg_tiles) = cache.tiles.items()
@@ -85,7 +86,10 @@ class EvaluateTest(parameterized.TestCase):
       self.assertEqual(a.inputs, b.inputs)
       self.assertIs(a.inputs[0], b.inputs[0])
       self.assertIs(a.outputs[0], b.outputs[0])
-    self.assertLen(cache.regions, 4)  # the four quarters of x, of e and of m
+      # The boxes are the describer's pool's: the quarters of x, of e and of m.
+      bounds = tuple((iv.lo, iv.hi) for iv in a.inputs[0].intervals)
+      self.assertIs(a.inputs[0], describer.pool.region(bounds))
+    self.assertLen({id(t.inputs[0]) for t in exp_tiles + neg_tiles}, 4)
 
 
 if __name__ == "__main__":

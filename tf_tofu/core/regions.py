@@ -191,11 +191,12 @@ class Pool:
   hash in C.
   """
 
-  __slots__ = ("_intervals", "_regions")
+  __slots__ = ("_intervals", "_regions", "_offsets")
 
   def __init__(self):
     self._intervals: dict[tuple[int, int], Interval] = {}
     self._regions: dict[tuple, Region] = {}
+    self._offsets: dict[tuple[int, int], tuple] = {}
 
   def interval(self, lo: int, hi: int) -> Interval:
     key = (lo, hi)
@@ -213,3 +214,13 @@ class Pool:
 
   def whole(self, shape: Sequence[int]) -> Region:
     return self.region(tuple((0, int(d)) for d in shape))
+
+  def offset(self, region: Region, origin: Region) -> Region:
+    """``region``, given in the coordinates of the box ``origin``, in the coordinates
+    ``origin`` is given in: ``[origin.lo + lo, origin.lo + hi)`` per dim."""
+    key = (id(region), id(origin))
+    got = self._offsets.get(key)
+    if got is None:  # the entry holds both boxes, so their ids name them while it lives
+      got = self._offsets[key] = (region, origin, self.region(tuple(
+          (o.lo + r.lo, o.lo + r.hi) for r, o in zip(region.intervals, origin.intervals))))
+    return got[2]

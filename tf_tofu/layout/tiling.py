@@ -37,7 +37,7 @@ import numpy as np
 from tf_tofu.core.errors import TofuError
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
-from tf_tofu.core.regions import Interval, Region, block
+from tf_tofu.core.regions import Interval, Pool, Region, block
 from tf_tofu.opdefs.registry import Describer, context_key, frozen_attrs
 from tf_tofu.core.states import Cut, Partial, Rep, State
 
@@ -120,17 +120,6 @@ class Tile:
   partial_key: tuple[tuple[int, ...], ...]
   context: OpContext
   output_scale: tuple[float, ...]
-
-
-def _offset(region: Region, origin: Optional[Region]) -> Region:
-  """``region``, in the coordinates of the box ``origin``, in global coordinates (a dim
-  the origin starts at 0 keeps its interval object: most dims of a tile are not cut)."""
-  if origin is None:
-    return region
-  ivs = []
-  for r, o in zip(region.intervals, origin.intervals):
-    ivs.append(r if o.lo == 0 else Interval(o.lo + r.lo, o.lo + r.hi))
-  return Region(tuple(ivs))
 
 
 def _sub_context(ctx: OpContext, view, spec) -> OpContext:
@@ -216,15 +205,17 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
   sub-op is cut once for all its ``n_l`` children, and children whose
   sub-ops are equal (an even split) share one context object, so the cut
   below them is made once too.  An op costs one description per distinct
-  sub-op and level, not one per device and level.
+  sub-op and level, not one per device and level.  The tiles' boxes come from
+  the describer's ``regions.Pool``: equal boxes of any ops' tiles are one object.
   """
   k = num_devices(factors)
   if len(strategy) != len(factors):
     raise TilingError(f"op {ctx.name!r}: strategy {list(strategy)} has {len(strategy)} levels, "
                       f"the plan has {len(factors)}")
-  whole_in = tuple(None if _is_meta(ctx, describer, i) else Region.whole(t.shape)
+  pool = describer.pool
+  whole_in = tuple(None if _is_meta(ctx, describer, i) else pool.whole(t.shape)
                    for i, t in enumerate(ctx.inputs))
-  whole_out = tuple(Region.whole(t.shape) for t in ctx.outputs)
+  whole_out = tuple(pool.whole(t.shape) for t in ctx.outputs)
   if SINGLE in strategy:
     if any(s != SINGLE for s in strategy):
       raise TilingError(f"op {ctx.name!r}: 'single' must hold at every level, got {list(strategy)}")
@@ -262,9 +253,9 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
     for w in range(n):
       step = step_of(cur, level, found, w)
       walk(level + 1, step.context,
-           tuple(None if r is None else _offset(r, o)
+           tuple(None if r is None else r if o is None else pool.offset(r, o)
                  for r, o in zip(step.view.input_regions, ins)),
-           tuple(_offset(r, o) for r, o in zip(step.view.output_regions, outs)),
+           tuple(pool.offset(r, o) for r, o in zip(step.view.output_regions, outs)),
            tuple(key + (w,) if p else key for key, p in zip(keys, step.partial)),
            scale if step.scale is None else
            tuple(s * float(f) for s, f in zip(scale, step.scale)))

@@ -64,8 +64,8 @@ class EvalCache:
   plan of a search with these factors (the planners of one ``planners.run``
   agree on most tensors and ops), and never changes a result.
 
-  ``regions`` holds one object per distinct box of the tiles: equal boxes of
-  different ops' tiles are then the same object.  ``needs[(tiles key, input)]``
+  The tiles' boxes come from the describer's ``regions.Pool``: equal boxes of
+  different ops' tiles are the same object.  ``needs[(tiles key, input)]``
   is what the devices' tiles read of an input and a small int naming that need
   (``need_ids``: equal needs of different ops, one int), which keys the feed
   pieces: a need is a tuple of k boxes, hashed once here rather than at every
@@ -77,7 +77,6 @@ class EvalCache:
     self.held: dict = {}
     self.tiles: dict = {}
     self.pieces: dict = {}
-    self.regions: dict = {}
     self.needs: dict = {}
     self.need_ids: dict = {}
 
@@ -96,17 +95,11 @@ class EvalCache:
     return self.need_ids.setdefault(boxes, len(self.need_ids))
 
   def op_tiles(self, ctx, strategy: tuple[str, ...], describer: Describer) -> tuple:
-    """``tiling.op_tiles`` of the op, once per (context key, strategy), its boxes the
-    cache's own objects (``regions``)."""
+    """``tiling.op_tiles`` of the op, once per (context key, strategy)."""
     key = (context_key(ctx), strategy)
     got = self.tiles.get(key)
     if got is None:
-      one = self.regions.setdefault
-      got = self.tiles[key] = tuple(
-          None if tile is None else dataclasses.replace(
-              tile, inputs=tuple(None if r is None else one(r, r) for r in tile.inputs),
-              outputs=tuple(one(r, r) for r in tile.outputs))
-          for tile in op_tiles(ctx, strategy, self.factors, describer))
+      got = self.tiles[key] = op_tiles(ctx, strategy, self.factors, describer)
     return key, got
 
 
