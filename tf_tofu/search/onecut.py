@@ -374,13 +374,16 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
       if struct not in priced:
         member_tables = [_member_options(op, sk) for op, sk in zip(members, member_skels)]
         if all(len(opts) == 1 for opts in member_tables):
-          priced[struct] = _sum_table(member_tables, sub_scope, group_of)
+          names, stack = _sum_table(member_tables, sub_scope, group_of)
         else:
-          size = np.prod([float(len(opts)) for opts in member_tables]) * np.prod(
-              [float(len(domains[g])) for g in sub_scope])
-          priced[struct] = _joint_table(member_tables, sub_scope, domains, group_of,
-                                        dense=size <= MAX_JOINT and len(sub_scope) <= MAX_AXES)
-      names, stack = priced[struct]
+          size = math.prod(len(opts) for opts in member_tables) * math.prod(
+              len(domains[g]) for g in sub_scope)
+          names, stack = _joint_table(member_tables, sub_scope, domains, group_of,
+                                      dense=size <= MAX_JOINT and len(sub_scope) <= MAX_AXES)
+        # A dense table's factor, the minimum over the joint options, is kept with it.
+        least = stack.min(axis=0) if isinstance(stack, np.ndarray) and sub_scope else None
+        priced[struct] = (names, stack, least)
+      names, stack, least = priced[struct]
       if isinstance(stack, SumTable):
         factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
       elif isinstance(stack, AxisTable):
@@ -389,7 +392,7 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
         factors.extend(dp.Factor((choice, sub_scope[pos]), matrix)
                        for pos, matrix in stack.terms)
       elif sub_scope:
-        factors.append(dp.Factor(sub_scope, stack.min(axis=0)))
+        factors.append(dp.Factor(sub_scope, least))
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
       progress.update(f"priced {count + 1:,}/{len(todo):,} op groups")
