@@ -131,11 +131,13 @@ class _Pricer:
     self.per_state: dict = {}
     self.held: dict = {}  # (shape, state) -> the n blocks a worker of each holds
 
-  def _vector(self, kind: str, shape, states, rest: tuple, price) -> np.ndarray:
-    """``price(held blocks)`` per state of ``states``; ``rest`` is what else the
-    conversion depends on (its need, or its made regions and partial keys, and the
-    item size)."""
-    key = (kind, shape, states) + rest
+  def _vector(self, kind: str, shape, domain, rest: tuple, price) -> np.ndarray:
+    """``price(held blocks)`` per state of ``domain = (its id, its states)`` (the id, a
+    small int of the level's ``PricingCache.interned``, keys the cache); ``rest`` is
+    what else the conversion depends on (its need, or its made regions and partial
+    keys, and the item size)."""
+    sid, states = domain
+    key = (kind, shape, sid) + rest
     vec = self.cache.get(key)
     if vec is None:
       vec = np.zeros(len(states))
@@ -150,12 +152,12 @@ class _Pricer:
       self.cache[key] = vec
     return vec
 
-  def feed(self, shape, states, need, itemsize) -> np.ndarray:
+  def feed(self, shape, domain, need, itemsize) -> np.ndarray:
     # ``held``: a Cut or REP state's blocks, a partition of the tensor (gather_elements).
-    return self._vector("in", shape, states, (need, itemsize), lambda held: (
+    return self._vector("in", shape, domain, (need, itemsize), lambda held: (
         transfers.gather_elements(held, need) * itemsize))
 
-  def produce(self, shape, states, regions, keys, itemsize) -> np.ndarray:
+  def produce(self, shape, domain, regions, keys, itemsize) -> np.ndarray:
     if not any(keys):  # final values: the made blocks (canonical, or whole) are gathered
       def price(held):
         return transfers.gather_elements(regions, held) * itemsize
@@ -163,7 +165,7 @@ class _Pricer:
       def price(held):
         return int(transfers.produce_flows(list(regions), list(keys), held,
                                            (self.n,)).elements.sum()) * itemsize
-    return self._vector("out", shape, states, (regions, keys, itemsize), price)
+    return self._vector("out", shape, domain, (regions, keys, itemsize), price)
 
 
 class PricingCache:
@@ -187,7 +189,7 @@ class PricingCache:
     self.interned: dict = {}  # domains and (domain id, item size) pairs -> small ints
 
 
-def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, signature, pricer,
+def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_domains, itemsize_of, signature, pricer,
               forced, split_work: bool, skeletons: dict) -> tuple:
   """``(id, options, used slots)`` of the op's signature, priced once per signature.
 
@@ -201,7 +203,7 @@ def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_states, itemsize_of, sign
           tuple(signature[t] for t in op.outputs))
   got = skeletons.get(skey)
   if got is None:
-    options = _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced,
+    options = _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, forced,
                               split_work)
     used = {}
     for _, entries in options:
@@ -241,7 +243,7 @@ def _contracts(ctx, sem) -> bool:
   return analysis.work(sem) > data
 
 
-def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, forced,
+def _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, forced,
                     split_work: bool):
   # A forced strategy is the user's, ``replicate`` included.
   options, meta = _op_strategies(op, ctx, n, describer, split_work and forced is None)
@@ -258,12 +260,12 @@ def _price_skeleton(op, ctx, n, describer, tensor_states, itemsize_of, pricer, f
       if kind == "in":
         t = op.inputs[idx]
         need = tuple(needs[idx])
-        vec = pricer.feed(ctx.inputs[idx].shape, tensor_states[t], need, itemsize_of[t])
+        vec = pricer.feed(ctx.inputs[idx].shape, tensor_domains[t], need, itemsize_of[t])
         entries.append(("in", idx, need, vec))
       else:
         t = op.outputs[idx]
         regions, keys = made[idx]
-        vec = pricer.produce(ctx.outputs[idx].shape, tensor_states[t], tuple(regions),
+        vec = pricer.produce(ctx.outputs[idx].shape, tensor_domains[t], tuple(regions),
                              tuple(keys), itemsize_of[t])
         entries.append(("out", idx, None, vec))
     out.append((name, entries))
@@ -341,10 +343,10 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
 def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, forced_ops,
                  storage_price, split_work: bool, cache: PricingCache) -> LevelProblem:
   group_of = {t: g for g, members in enumerate(groups) for t in members}
-  tensor_states = {t: domains[group_of[t]] for t in graph.tensors}
   itemsize_of = {t: s.itemsize for t, s in graph.tensors.items()}
   # A tensor's pricing signature: its domain and item size, as one small int.
   domain_id = [cache.interned.setdefault(d, len(cache.interned)) for d in domains]
+  tensor_domains = {t: (domain_id[group_of[t]], domains[group_of[t]]) for t in graph.tensors}
   signature = {t: cache.interned.setdefault((domain_id[group_of[t]], itemsize_of[t]),
                                             len(cache.interned)) for t in graph.tensors}
   pricer, skeletons, priced = cache.pricer, cache.skeletons, cache.tables
@@ -352,7 +354,7 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
   aux_sizes: list[int] = []
   ckeys = {op.name: context_key(contexts[op.name]) for unit in todo for op in unit}
   for count, unit in enumerate(todo):
-    skels = [_skeleton(op, contexts[op.name], ckeys[op.name], n, describer, tensor_states,
+    skels = [_skeleton(op, contexts[op.name], ckeys[op.name], n, describer, tensor_domains,
                        itemsize_of, signature, pricer, forced_ops.get(op.name), split_work,
                        skeletons)
              for op in unit]
