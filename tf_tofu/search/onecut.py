@@ -522,8 +522,9 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
   With ``used[c, d]`` = 1 when combo ``c`` (members' options in
   ``itertools.product`` order) needs the distinct conversion ``d`` and ``v_d``
   its cost vector over the states of its group's axis ``a(d)``,
-  ``table[c, x] = sum_d used[c, d] * v_d[x_a(d)]``: per axis one 0/1 matrix
-  product, exact on these integer byte counts.  ``dense=False`` returns the
+  ``table[c, x] = sum_d used[c, d] * v_d[x_a(d)]``: one 0/1 matrix product for
+  every axis at once (``v_d`` placed in its axis' columns), exact on these integer
+  byte counts.  ``dense=False`` returns the
   per-axis matrices as an :class:`AxisTable` instead of their broadcast sum.
   """
   column: dict = {}  # conversion -> its column
@@ -552,12 +553,15 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
     for o, cols in enumerate(per_option):
       mask[o, cols] = True
     used |= mask[choice[m]]
-  axis_of = np.asarray(axis_of, dtype=int)
-  terms = []
-  for a in range(len(dims)):
-    cols = np.flatnonzero(axis_of == a)
-    if cols.size:
-      terms.append((a, used[:, cols].astype(float) @ np.stack([vecs[d] for d in cols])))
+  # One product for every axis: row d of ``spread`` holds v_d in its axis' columns.
+  start = [0]
+  for size in dims:
+    start.append(start[-1] + size)
+  spread = np.zeros((len(column), start[-1]))
+  for d, (a, vec) in enumerate(zip(axis_of, vecs)):
+    spread[d, start[a]:start[a + 1]] = vec
+  summed = used.astype(float) @ spread
+  terms = [(a, summed[:, start[a]:start[a + 1]]) for a in sorted(set(axis_of))]
   names = ComboNames(tuple(tuple(name for name, _ in opts) for opts in member_tables))
   if not dense:
     return names, AxisTable(choice.shape[1], terms)
