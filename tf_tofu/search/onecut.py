@@ -130,6 +130,12 @@ class _Pricer:
     self.cache: dict = {}
     self.per_state: dict = {}
     self.held: dict = {}  # (shape, state) -> the n blocks a worker of each holds
+    self.needs: dict = {}  # per-worker boxes of a need -> a small int naming it
+
+  def need_id(self, need: tuple) -> int:
+    """The small int naming the per-worker boxes ``need`` (equal needs, one int): the
+    tables key input conversions by it rather than by hashing the boxes again."""
+    return self.needs.setdefault(need, len(self.needs))
 
   def _vector(self, kind: str, shape, domain, rest: tuple, price) -> np.ndarray:
     """``price(held blocks)`` per state of ``domain = (its id, its states)`` (the id, a
@@ -189,18 +195,17 @@ class PricingCache:
     self.interned: dict = {}  # domains and (domain id, item size) pairs -> small ints
 
 
-def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_domains, itemsize_of, signature, pricer,
+def _skeleton(op: SOp, ctx, skey: tuple, n, describer, tensor_domains, itemsize_of, pricer,
               forced, split_work: bool, skeletons: dict) -> tuple:
-  """``(id, options, used slots)`` of the op's signature, priced once per signature.
+  """``(id, options, used slots)`` of the op's signature ``skey``, priced once per signature.
 
-  ``options``: per option its name and entries ``(kind, slot, need, cost vector)``;
+  ``options``: per option its name and entries ``(kind, slot, need id, cost vector)``
+  (``_Pricer.need_id``; None for an output);
   ``used slots``: the ``(kind, slot)`` the entries touch, in order of first use.
   Ops of one signature (context, kind, forced strategy, split work, their slots' domains
-  and item sizes: ``signature[t]``) share it, with their own tensors filled in by
+  and item sizes: :func:`_signature_key`) share it, with their own tensors filled in by
   :func:`_member_options`.
   """
-  skey = (ckey, op.kind, forced, split_work, tuple(signature[t] if t else -1 for t in op.inputs),
-          tuple(signature[t] for t in op.outputs))
   got = skeletons.get(skey)
   if got is None:
     options = _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, forced,
@@ -213,23 +218,28 @@ def _skeleton(op: SOp, ctx, ckey, n, describer, tensor_domains, itemsize_of, sig
   return got
 
 
-def _slot_tensor(op: SOp, kind: str, idx: int) -> str:
-  return op.inputs[idx] if kind == "in" else op.outputs[idx]
+def _signature_key(op: SOp, ckey, forced, split_work: bool, signature: Mapping[str, int]) -> tuple:
+  """What an op's priced options depend on: its context key, kind, forced strategy, split
+  work, and each slot's ``signature`` (domain and item size as one small int; -1 for an
+  absent input)."""
+  return (ckey, op.kind, forced, split_work,
+          tuple([signature[t] if t else -1 for t in op.inputs]),
+          tuple([signature[t] for t in op.outputs]))
 
 
 def _member_options(op: SOp, skeleton) -> list:
   """Per option of one op: its name and its conversions ``(dedupe key, tensor, vec)``.
 
   Two members of an op group that need the same boxes of the same tensor share
-  the dedupe key ``("in", tensor, boxes)``, so the group pays for it once.
+  the dedupe key ``("in", tensor, need id)``, so the group pays for it once.
   """
   out = []
   for name, entries in skeleton[1]:
     ents = []
-    for kind, idx, need, vec in entries:
+    for kind, idx, need_id, vec in entries:
       if kind == "in":
         t = op.inputs[idx]
-        ents.append((("in", t, need), t, vec))
+        ents.append((("in", t, need_id), t, vec))
       else:
         t = op.outputs[idx]
         ents.append((("out", op.name, idx), t, vec))
@@ -261,7 +271,7 @@ def _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, 
         t = op.inputs[idx]
         need = tuple(needs[idx])
         vec = pricer.feed(ctx.inputs[idx].shape, tensor_domains[t], need, itemsize_of[t])
-        entries.append(("in", idx, need, vec))
+        entries.append(("in", idx, pricer.need_id(need), vec))
       else:
         t = op.outputs[idx]
         regions, keys = made[idx]
@@ -352,27 +362,34 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
   pricer, skeletons, priced = cache.pricer, cache.skeletons, cache.tables
   factors, units = [], []
   aux_sizes: list[int] = []
-  ckeys = {op.name: context_key(contexts[op.name]) for unit in todo for op in unit}
   for count, unit in enumerate(todo):
-    skels = [_skeleton(op, contexts[op.name], ckeys[op.name], n, describer, tensor_domains,
-                       itemsize_of, signature, pricer, forced_ops.get(op.name), split_work,
-                       skeletons)
-             for op in unit]
-    scope = {group_of[_slot_tensor(op, kind, idx)] for op, sk in zip(unit, skels)
-             for kind, idx in sk[2]}
-    combos = float(math.prod(float(len(sk[1])) for sk in skels))
+    skels = []
+    for op in unit:
+      forced = forced_ops.get(op.name)
+      ctx = contexts[op.name]
+      skey = _signature_key(op, context_key(ctx), forced, split_work, signature)
+      sk = skeletons.get(skey)
+      skels.append(sk if sk is not None else _skeleton(
+          op, ctx, skey, n, describer, tensor_domains, itemsize_of, pricer, forced, split_work,
+          skeletons))
+    # Per member, the tensors of its used slots, in the skeleton's order.
+    slot_tensors = [[op.inputs[i] if kind == "in" else op.outputs[i] for kind, i in sk[2]]
+                    for op, sk in zip(unit, skels)]
+    scope = {group_of[t] for ts in slot_tensors for t in ts}
+    combos = math.prod(len(sk[1]) for sk in skels)
     per_axis = combos * sum(len(domains[g]) for g in scope)
-    parts = [(unit, skels)] if per_axis <= MAX_JOINT else [([op], [sk]) for op, sk in
-                                                          zip(unit, skels)]
-    for members, member_skels in parts:
+    parts = ([(unit, skels, slot_tensors)] if per_axis <= MAX_JOINT else
+             [([op], [sk], [ts]) for op, sk, ts in zip(unit, skels, slot_tensors)])
+    for members, member_skels, member_tensors in parts:
       # The table is a function of the members' skeletons and of how their slots
       # share tensors and tensor groups: that is its key.
       local: dict[str, int] = {}
-      wiring = tuple(tuple(local.setdefault(_slot_tensor(op, kind, idx), len(local))
-                           for kind, idx in sk[2]) for op, sk in zip(members, member_skels))
+      wiring = tuple(tuple([local.setdefault(t, len(local)) for t in ts])
+                     for ts in member_tensors)
       sub_scope = tuple(sorted({group_of[t] for t in local}))
-      struct = (tuple(sk[0] for sk in member_skels), wiring,
-                tuple(sub_scope.index(group_of[t]) for t in local))
+      axis = {g: a for a, g in enumerate(sub_scope)}
+      struct = (tuple([sk[0] for sk in member_skels]), wiring,
+                tuple([axis[group_of[t]] for t in local]))
       if struct not in priced:
         member_tables = [_member_options(op, sk) for op, sk in zip(members, member_skels)]
         if all(len(opts) == 1 for opts in member_tables):
