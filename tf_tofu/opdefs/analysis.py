@@ -281,9 +281,10 @@ def _clamped(a: int, b: int, size: int) -> tuple[tuple[int, int], tuple[int, int
 class _InputReads:
   """One input's accesses prepared for cutting ``var``.  A worker reads the hull of
   the accesses, clamped to the shape (what falls outside is padding).  On a dim that
-  no access indexes by ``var`` the hull is the same for every worker (``const``); on
-  the others (``varying``: the dim, its expressions in ``var``, and the hull of the
-  other accesses' bounds there) it is evaluated per worker."""
+  no access indexes by ``var`` the hull is the same for every worker (``bounds`` and
+  ``pads`` hold it, clamped); on the others (``varying``: the dim, its expressions in
+  ``var``, and the hull of the other accesses' bounds there) it is evaluated per
+  worker."""
 
   __slots__ = ("shape", "bounds", "pads", "varying")
 
