@@ -33,8 +33,7 @@ from tf_tofu.search import onecut
 from tf_tofu.search.evaluate import Evaluation
 from tf_tofu.search.memo import SearchMemo
 from tf_tofu.graph.view import SearchGraph
-from tf_tofu.layout.tiling import sub_block
-from tf_tofu.core.regions import Interval
+from tf_tofu.core.regions import block
 
 
 def prime_factors(k: int) -> tuple[int, ...]:
@@ -78,9 +77,11 @@ LevelSolver = Callable[..., onecut.LevelResult]
 
 
 def _shrink(shape: tuple[int, ...], state: State, n: int) -> tuple[int, ...]:
+  """The shape of the last worker's block of a tensor in ``state`` over n workers."""
   if isinstance(state, Cut):
     s = list(shape)
-    s[state.dim] = sub_block(Interval(0, s[state.dim]), n, n - 1).size
+    lo, hi = block(s[state.dim], n, n - 1)
+    s[state.dim] = hi - lo
     return tuple(s)
   return shape
 
