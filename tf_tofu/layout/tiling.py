@@ -37,7 +37,7 @@ import numpy as np
 from tf_tofu.core.errors import TofuError
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.description import OpContext, TensorInfo, WorkerView
-from tf_tofu.core.regions import Interval, Pool, Region, block
+from tf_tofu.core.regions import Interval, Region, block
 from tf_tofu.opdefs.registry import Describer, context_key, frozen_attrs
 from tf_tofu.core.states import Cut, Partial, Rep, State
 

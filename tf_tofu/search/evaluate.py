@@ -33,7 +33,6 @@ from tf_tofu.layout import transfers
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import State
 from tf_tofu.graph.view import SearchGraph, update_slots
-from tf_tofu.core.regions import Region
 from tf_tofu.layout.tiling import held_regions, num_devices, op_tiles
 
 
@@ -191,7 +190,7 @@ class _Pricer:
       # Runs on every shard; inputs not element-wise with the variable are needed whole.
       for i in update_slots(graph, op)[1]:
         t = op.inputs[i]
-        whole = (Region.whole(graph.tensors[t].shape),) * self.k
+        whole = (self.describer.pool.whole(graph.tensors[t].shape),) * self.k
         self.needs[t].setdefault(self.cache.need_id(whole), (whole, []))[1].append(op.name)
       return
     if op.kind not in ("compute", "single"):

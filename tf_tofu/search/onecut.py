@@ -197,7 +197,8 @@ class PricingCache:
 
 def _skeleton(op: SOp, ctx, skey: tuple, n, describer, tensor_domains, itemsize_of, pricer,
               forced, split_work: bool, skeletons: dict) -> tuple:
-  """``(id, options, used slots)`` of the op's signature ``skey``, priced once per signature.
+  """Prices the op's signature ``skey``, new to ``skeletons``, and keeps it there:
+  ``(id, options, used slots)``.
 
   ``options``: per option its name and entries ``(kind, slot, need id, cost vector)``
   (``_Pricer.need_id``; None for an output);
@@ -206,15 +207,13 @@ def _skeleton(op: SOp, ctx, skey: tuple, n, describer, tensor_domains, itemsize_
   and item sizes: :func:`_signature_key`) share it, with their own tensors filled in by
   :func:`_member_options`.
   """
-  got = skeletons.get(skey)
-  if got is None:
-    options = _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, forced,
-                              split_work)
-    used = {}
-    for _, entries in options:
-      for kind, idx, _, _ in entries:
-        used.setdefault((kind, idx), None)
-    got = skeletons[skey] = (len(skeletons), options, tuple(used))
+  options = _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, forced,
+                            split_work)
+  used = {}
+  for _, entries in options:
+    for kind, idx, _, _ in entries:
+      used.setdefault((kind, idx), None)
+  got = skeletons[skey] = (len(skeletons), options, tuple(used))
   return got
 
 
@@ -368,10 +367,11 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
       forced = forced_ops.get(op.name)
       ctx = contexts[op.name]
       skey = _signature_key(op, context_key(ctx), forced, split_work, signature)
-      sk = skeletons.get(skey)
-      skels.append(sk if sk is not None else _skeleton(
-          op, ctx, skey, n, describer, tensor_domains, itemsize_of, pricer, forced, split_work,
-          skeletons))
+      sk = skeletons.get(skey)  # priced once per signature
+      if sk is None:
+        sk = _skeleton(op, ctx, skey, n, describer, tensor_domains, itemsize_of, pricer, forced,
+                       split_work, skeletons)
+      skels.append(sk)
     # Per member, the tensors of its used slots, in the skeleton's order.
     slot_tensors = [[op.inputs[i] if kind == "in" else op.outputs[i] for kind, i in sk[2]]
                     for op, sk in zip(unit, skels)]
@@ -541,8 +541,8 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
   its cost vector over the states of its group's axis ``a(d)``,
   ``table[c, x] = sum_d used[c, d] * v_d[x_a(d)]``: one 0/1 matrix product for
   every axis at once (``v_d`` placed in its axis' columns), exact on these integer
-  byte counts.  ``dense=False`` returns the
-  per-axis matrices as an :class:`AxisTable` instead of their broadcast sum.
+  byte counts.  ``dense=False`` returns the per-axis matrices as an
+  :class:`AxisTable` instead of their broadcast sum.
   """
   column: dict = {}  # conversion -> its column
   axis_of, vecs, option_columns = [], [], []
