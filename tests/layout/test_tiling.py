@@ -120,6 +120,32 @@ class OpTilesTest(absltest.TestCase):
       self.assertNotIn("_frozen_attrs", fresh.__dict__)
       self.assertEqual(context_key(sub), context_key(fresh))
 
+  def test_a_step_is_made_once_per_context_key(self):
+    # Two contexts of one key (another op's name): one step, one sub-op object, kept by
+    # the describer; replicating leaves the worker the whole (first) context.
+    describer = Describer()
+    ctx = matmul_ctx()
+    twin = dataclasses.replace(ctx, name=ctx.name + "_twin")
+    self.assertEqual(context_key(twin), context_key(ctx))
+    step = tiling.descend(ctx, "i", 2, 1, describer)
+    self.assertIsNot(step.context, ctx)
+    self.assertIs(tiling.descend(twin, "i", 2, 1, describer), step)
+    self.assertIsNot(tiling.descend(ctx, "i", 2, 0, describer), step)
+    self.assertIs(tiling.descend(twin, "replicate", 2, 1, describer).context,
+                  tiling.descend(ctx, "replicate", 2, 1, describer).context)
+
+  def test_equal_ops_share_their_tiles_sub_ops(self):
+    # The tiles of two equal ops hold the same sub-op objects: cut once for both.
+    describer = Describer()
+    ctx = matmul_ctx(m=7)
+    twin = dataclasses.replace(ctx, name=ctx.name + "_twin")
+    a = tiling.op_tiles(ctx, ("i", "k"), (2, 2), describer)
+    b = tiling.op_tiles(twin, ("i", "k"), (2, 2), describer)
+    for x, y in zip(a, b):
+      self.assertIs(x.context, y.context)
+      self.assertEqual((x.inputs, x.outputs, x.partial_key), (y.inputs, y.outputs, y.partial_key))
+    self.assertEqual(a, tiling.op_tiles(ctx, ("i", "k"), (2, 2), Describer()))
+
   def test_unknown_variable_raises(self):
     with self.assertRaisesRegex(tiling.TilingError, "no index variable 'z'"):
       tiling.op_tiles(matmul_ctx(), ("z",), (2,), Describer())

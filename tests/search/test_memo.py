@@ -1,13 +1,12 @@
 """Tests for tf_tofu.search.memo: sharing work between searches never changes a result."""
 
-import dataclasses
 import math
 
 from absl.testing import absltest, parameterized
 
 from tests import search_testlib
 from tf_tofu.graph import view
-from tf_tofu.opdefs.registry import Describer, context_key
+from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import budget, coarsen, onecut, planners, recursive
 from tf_tofu.search.evaluate import EvalCache, evaluate
 from tf_tofu.search.memo import SearchMemo
@@ -77,26 +76,6 @@ class MemoPartsTest(absltest.TestCase):
     super().setUp()
     self.graph = view.from_tofu_graph(search_testlib.random_graph(1, max_ops=10))
     self.describer = Describer()
-
-  def test_descend_gives_one_object_per_context_strategy_and_n(self):
-    memo = SearchMemo(self.describer)
-    op = next(o for o in self.graph.ops if o.kind == "compute")
-    a = memo.descend(op.context, "replicate", 2, 1)
-    self.assertIs(a, memo.descend(op.context, "replicate", 2, 1))
-    self.assertIs(a, op.context)  # replicating leaves the whole op to the worker
-
-  def test_equal_ops_share_their_sub_op(self):
-    # Two context objects of one key (another op's name): one cut, one sub-op object.
-    memo = SearchMemo(self.describer)
-    op = next(o for o in self.graph.ops if o.kind == "compute"
-              and self.describer.strategies(self.describer(o.context)[0], 2))
-    twin = dataclasses.replace(op.context, name=op.context.name + "_twin")
-    self.assertIsNot(twin, op.context)
-    self.assertEqual(context_key(twin), context_key(op.context))
-    var = self.describer.strategies(self.describer(op.context)[0], 2)[0].var
-    a = memo.descend(op.context, var, 2, 1)
-    self.assertIsNot(a, op.context)
-    self.assertIs(memo.descend(twin, var, 2, 1), a)
 
   def test_a_memo_belongs_to_one_describer(self):
     memo = SearchMemo(self.describer)

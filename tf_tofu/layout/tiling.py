@@ -160,9 +160,19 @@ def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
   it fewer than n elements on that variable), that worker runs its piece
   replicated at this level; the tiles, and so the priced and the sent bytes,
   say so.
+
+  A step is a function of the context's key (an op's name is not part of it),
+  so it is made once per (context key, decision, n, w) and kept in
+  ``describer.steps``: the equal ops of repeated blocks, and the equal sub-ops
+  of an even split, share their steps and their sub-op context objects.
   """
-  found = _cut(ctx, choice, n, describer, level)
-  return _whole_step(ctx) if found is None else _worker_step(ctx, *found, w)
+  key = (context_key(ctx), choice, n, w)
+  step = describer.steps.get(key)
+  if step is None:
+    found = _cut(ctx, choice, n, describer, level)
+    step = describer.steps[key] = (_whole_step(ctx) if found is None
+                                   else _worker_step(ctx, *found, w))
+  return step
 
 
 def _cut(ctx: OpContext, choice: str, n: int, describer: Describer, level: int):
@@ -201,12 +211,12 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
              describer: Describer) -> tuple[Optional[Tile], ...]:
   """Per device, the tile of the op (None where the device runs no part of it).
 
-  The levels form a tree (a device is a path ``w_1..w_L``): each node's
-  sub-op is cut once for all its ``n_l`` children, and children whose
-  sub-ops are equal (an even split) share one context object, so the cut
-  below them is made once too.  An op costs one description per distinct
-  sub-op and level, not one per device and level.  The tiles' boxes come from
-  the describer's ``regions.Pool``: equal boxes of any ops' tiles are one object.
+  The levels form a tree (a device is a path ``w_1..w_L``); every node's step
+  comes from :func:`descend`, made once per context key, so children whose
+  sub-ops are equal (an even split), and equal ops anywhere in the graph,
+  share their cuts below: an op costs one description per distinct sub-op and
+  level, not one per device and level.  The tiles' boxes come from the
+  describer's ``regions.Pool``: equal boxes of any ops' tiles are one object.
   """
   k = num_devices(factors)
   if len(strategy) != len(factors):
@@ -223,35 +233,17 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
                 tuple(1.0 for _ in whole_out))
     return (tile,) + (None,) * (k - 1)
   tiles: list[Tile] = []
-  cuts: dict = {}     # (id of a sub-op's context, level) -> _cut's answer
-  steps: dict = {}    # (id of a sub-op's context, level, w) -> worker w's Step
-  canonical: dict = {}  # context_key -> the one context object of equal sub-ops
-
-  def step_of(cur: OpContext, level: int, found, w: int) -> Step:
-    key = (id(cur), level, w)
-    step = steps.get(key)
-    if step is None:
-      step = _worker_step(cur, *found, w)
-      shared = canonical.setdefault(context_key(step.context), step.context)
-      if shared is not step.context:
-        step = dataclasses.replace(step, context=shared)
-      steps[key] = step
-    return step
 
   def walk(level: int, cur: OpContext, ins, outs, keys: tuple, scale: tuple) -> None:
     if level == len(factors):
       tiles.append(Tile(len(tiles), ins, outs, keys, cur, scale))
       return
     n = factors[level]
-    if (id(cur), level) not in cuts:
-      cuts[(id(cur), level)] = _cut(cur, strategy[level], n, describer, level + 1)
-    found = cuts[(id(cur), level)]
-    if found is None:
-      for _ in range(n):
-        walk(level + 1, cur, ins, outs, keys, scale)
-      return
     for w in range(n):
-      step = step_of(cur, level, found, w)
+      step = descend(cur, strategy[level], n, w, describer, level + 1)
+      if step.view is None:
+        walk(level + 1, cur, ins, outs, keys, scale)
+        continue
       walk(level + 1, step.context,
            tuple(None if r is None else r if o is None else pool.offset(r, o)
                  for r, o in zip(step.view.input_regions, ins)),

@@ -106,13 +106,17 @@ class Describer:
   model, the equal shards of a cut) share one Semantics and one analysis.
   The strategies' boxes come from one ``regions.Pool`` (``pool``): equal boxes
   of different ops are one object, so the caches keyed by them compare by
-  identity.  The caches belong to the Describer object, never to the module.
+  identity.  ``steps`` keeps the sub-ops the tiling derives from them
+  (``tiling.descend``).  The caches belong to the Describer object, never to
+  the module.
   """
 
   def __init__(self):
     self._cache: dict = {}
     self._strategies: dict = {}
     self.pool = Pool()
+    # tiling.descend's steps, keyed by (context key, decision, n, worker).
+    self.steps: dict = {}
     self.hits = 0
 
   def strategies(self, sem: Semantics, n: int) -> tuple:

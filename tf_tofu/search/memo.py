@@ -5,10 +5,6 @@ memory-budget search solve many of the same sub-problems: every planner's
 first level sees the graph's own ops, and wherever two planners choose alike
 their later levels see the same sub-ops too.  A :class:`SearchMemo` keeps
 
-* each op's sub-op after a strategy (``descend``), by the context's key
-  (``context_key``: type, attributes, shapes), so that equal ops of one
-  model (its repeated blocks) and planners that agree hold the *same*
-  context objects afterwards, and each is cut once;
 * level pricing per worker count (``onecut.PricingCache``: prices, tables,
   whole level problems and their DP solutions);
 * exact evaluations: whole ones per plan (two planners often return the
@@ -26,9 +22,7 @@ from typing import Mapping, Sequence
 
 from tf_tofu.core.states import State
 from tf_tofu.graph.view import SearchGraph
-from tf_tofu.layout.tiling import descend
-from tf_tofu.opdefs.description import OpContext
-from tf_tofu.opdefs.registry import Describer, context_key
+from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search.evaluate import EvalCache, Evaluation, evaluate
 from tf_tofu.search.onecut import PricingCache
 
@@ -44,7 +38,6 @@ class SearchMemo:
 
   def __init__(self, describer: Describer):
     self.describer = describer
-    self._descents: dict = {}
     self._pricing: dict[int, PricingCache] = {}
     self._evaluation: dict[tuple[int, ...], EvalCache] = {}
     self._evaluated: dict = {}
@@ -53,17 +46,6 @@ class SearchMemo:
     """ValueError unless ``describer`` is the one this memo's entries came from."""
     if describer is not self.describer:
       raise ValueError("a SearchMemo is shared only by searches with one Describer")
-
-  def descend(self, ctx: OpContext, strategy: str, n: int, level: int) -> OpContext:
-    """The last worker's sub-op of ``ctx`` under ``strategy`` with ``n`` workers
-    (``tiling.descend``), one context object per (context key, strategy, n): the sub-op
-    is a function of what the key holds (an op's name is not part of it)."""
-    key = (context_key(ctx), strategy, n)
-    got = self._descents.get(key)
-    if got is None:
-      got = self._descents[key] = descend(ctx, strategy, n, n - 1, self.describer,
-                                          level).context
-    return got
 
   def pricing(self, n: int) -> PricingCache:
     """Level pricing with ``n`` workers."""

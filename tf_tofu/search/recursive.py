@@ -34,6 +34,7 @@ from tf_tofu.search.evaluate import Evaluation
 from tf_tofu.search.memo import SearchMemo
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.core.regions import block
+from tf_tofu.layout import tiling
 
 
 def prime_factors(k: int) -> tuple[int, ...]:
@@ -109,7 +110,9 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
         shapes[t] = _shrink(shapes[t], res.group_states[g], n)
     for name, choice in res.choices.items():
       strategies[name].append(choice.strategy)
-      contexts[name] = memo.descend(contexts[name], choice.strategy, n, level + 1)
+      # Equal ops (and planners that agree) hold the same sub-op objects afterwards.
+      contexts[name] = tiling.descend(contexts[name], choice.strategy, n, n - 1, describer,
+                                      level + 1).context
   return results, {t: tuple(v) for t, v in layouts.items()}, {o: tuple(v) for o, v in strategies.items()}
 
 
