@@ -45,6 +45,16 @@ class IntervalRegionTest(absltest.TestCase):
     self.assertEqual(r.slices(), (slice(3, 6), slice(0, 6)))
     self.assertTrue(Region.whole((2, 3)).is_whole((2, 3)))
 
+  def test_contains(self):
+    box = Region.of([(2, 6), (0, 3)])
+    self.assertTrue(box.contains(box))
+    self.assertTrue(box.contains(Region.of([(2, 4), (1, 3)])))
+    self.assertTrue(box.contains(Region.of([(3, 3), (0, 3)])))   # empty, inside
+    self.assertFalse(box.contains(Region.of([(1, 4), (0, 3)])))
+    self.assertFalse(box.contains(Region.of([(2, 6), (0, 4)])))
+    with self.assertRaisesRegex(ValueError, "rank"):
+      box.contains(Region.whole((2,)))
+
   def test_rank_mismatch_raises(self):
     with self.assertRaisesRegex(ValueError, "rank"):
       Region.whole((2,)).hull(Region.whole((2, 3)))

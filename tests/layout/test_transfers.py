@@ -102,6 +102,16 @@ class GatherTest(parameterized.TestCase):
       transfers.gather([Region.of([(0, 5), (0, 6)]), Region.of([(3, 8), (0, 6)])],
                        [Region.whole(SHAPE), None], (2,))
 
+  def test_nothing_moves_where_every_device_holds_its_need(self):
+    # Needs inside the device's own box (or none, or empty): no piece, whatever else
+    # the held boxes are.
+    have = [Region.whole(SHAPE), Region.of([(4, 8), (0, 6)])]
+    for need in ([Region.of([(1, 3), (0, 6)]), Region.of([(4, 8), (2, 3)])],
+                 [None, Region.of([(5, 5), (0, 6)])]):
+      self.assertEqual(transfers.gather(have, need, (2,)), [])
+      self.assertEqual(transfers.gather_flows(have, need, (2,)).elements.tolist(), [])
+    self.assertEqual(transfers.gather_elements(have, need), 0)
+
   def test_gather_elements_counts_what_gather_moves(self):
     # Held: every Cut/REP layout of SHAPE over 1-3 levels of 2, 3 (dims 8 and 6 cut to
     # uneven blocks too); need: random boxes inside SHAPE, some devices needing nothing.

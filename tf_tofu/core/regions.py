@@ -160,6 +160,14 @@ class Region:
       return other
     return Region(tuple(ivs))
 
+  def contains(self, other: "Region") -> bool:
+    """Whether every element of ``other`` lies in this box."""
+    if self is other:
+      return True
+    _check_rank(self, other)
+    return all(a.lo <= b.lo and b.hi <= a.hi
+               for a, b in zip(self.intervals, other.intervals))
+
   def hull(self, other: "Region") -> "Region":
     _check_rank(self, other)
     return Region(tuple(a.hull(b) for a, b in zip(self.intervals, other.intervals)))

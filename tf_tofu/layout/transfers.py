@@ -143,13 +143,17 @@ class Flows:
 
 def _gather(have: Sequence[Optional[Region]], need: Sequence[Optional[Region]],
             factors: Sequence[int]):
-  """``(distinct held boxes, flows, box index per flow)`` of :func:`gather`."""
+  """``(distinct held boxes, flows, box index per flow)`` of :func:`gather`.
+
+  Where every device already holds what it needs (most conversions of a good
+  plan) nothing moves, and no box list or overlap table is built."""
+  empty = np.zeros(0, dtype=np.int64)
+  if all(n is None or n.volume == 0 or (h is not None and h.contains(n))
+         for h, n in zip(have, need)):
+    return [], Flows(empty, empty, empty), empty
   boxes, blo, bhi = _held(have)
   regs = list(boxes)
   dsts = [d for d, n in enumerate(need) if n is not None and n.volume > 0]
-  empty = np.zeros(0, dtype=np.int64)
-  if not dsts:
-    return regs, Flows(empty, empty, empty), empty
   rank = need[dsts[0]].rank
   if not regs:
     raise ValueError(f"held boxes do not cover what is needed (0 of "

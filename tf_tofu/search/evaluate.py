@@ -133,6 +133,7 @@ class _Pricer:
     self.cache = cache
     self.held_cache = cache.held
     self.pieces_cache = cache.pieces
+    self.held_of: dict[str, tuple] = {}
     self.level_bytes = [0] * len(factors)
     self.op_bytes: dict[str, int] = collections.defaultdict(int)
     self.conversions: list[Conversion] = []
@@ -142,10 +143,15 @@ class _Pricer:
     self.pair_uses: dict[int, list] = {}
 
   def held(self, t: str):
-    key = (self.graph.tensors[t].shape, tuple(self.layouts[t]))
-    if key not in self.held_cache:
-      self.held_cache[key] = held_regions(key[0], key[1], self.factors)
-    return key, self.held_cache[key]
+    """``((shape, layout), every device's block)`` of tensor ``t``, looked up once per
+    tensor (its producer and its readers ask)."""
+    got = self.held_of.get(t)
+    if got is None:
+      key = (self.graph.tensors[t].shape, tuple(self.layouts[t]))
+      if key not in self.held_cache:
+        self.held_cache[key] = held_regions(key[0], key[1], self.factors)
+      got = self.held_of[t] = (key, self.held_cache[key])
+    return got
 
   def account(self, tensor: str, what: str, counted: tuple, ops: Sequence[str]) -> None:
     """Adds a conversion of ``levels[l]`` elements at level l (``pairs``: the elements
