@@ -7,7 +7,7 @@ from absl.testing import absltest, parameterized
 from tf_tofu.layout import tiling
 from tf_tofu.opdefs.cases import Case, Rand
 from tf_tofu.core.regions import Region
-from tf_tofu.opdefs.registry import Describer, context_key
+from tf_tofu.opdefs.registry import Describer, context_key, frozen_attrs
 from tf_tofu.core.states import REP, Cut
 from tf_tofu.opdefs.validate import build_case
 
@@ -115,7 +115,7 @@ class OpTilesTest(absltest.TestCase):
                               {"strides": [1, 1, 1, 1], "padding": "SAME"}))
     for ctx, choice, inherits in ((matmul_ctx(), "i", True), (conv, "y", False)):
       sub = tiling.descend(ctx, choice, 2, 1, Describer()).context
-      self.assertEqual("_frozen_attrs" in sub.__dict__, inherits)
+      self.assertEqual(sub.__dict__.get("_frozen_attrs") is frozen_attrs(ctx), inherits)
       fresh = dataclasses.replace(sub)
       self.assertNotIn("_frozen_attrs", fresh.__dict__)
       self.assertEqual(context_key(sub), context_key(fresh))
@@ -130,7 +130,9 @@ class OpTilesTest(absltest.TestCase):
     step = tiling.descend(ctx, "i", 2, 1, describer)
     self.assertIsNot(step.context, ctx)
     self.assertIs(tiling.descend(twin, "i", 2, 1, describer), step)
-    self.assertIsNot(tiling.descend(ctx, "i", 2, 0, describer), step)
+    other = tiling.descend(ctx, "i", 2, 0, describer)
+    self.assertIsNot(other, step)
+    self.assertIs(other.context, step.context)  # an even split: equal sub-ops, one object
     self.assertIs(tiling.descend(twin, "replicate", 2, 1, describer).context,
                   tiling.descend(ctx, "replicate", 2, 1, describer).context)
 
@@ -145,6 +147,12 @@ class OpTilesTest(absltest.TestCase):
       self.assertIs(x.context, y.context)
       self.assertEqual((x.inputs, x.outputs, x.partial_key), (y.inputs, y.outputs, y.partial_key))
     self.assertEqual(a, tiling.op_tiles(ctx, ("i", "k"), (2, 2), Describer()))
+
+  def test_a_replicated_level_repeats_its_subtree(self):
+    tiles = tiling.op_tiles(matmul_ctx(m=7), ("replicate", "i"), (2, 2), Describer())
+    self.assertIs(tiles[2], tiles[0])
+    self.assertIs(tiles[3], tiles[1])
+    self.assertNotEqual(tiles[0].outputs, tiles[1].outputs)
 
   def test_unknown_variable_raises(self):
     with self.assertRaisesRegex(tiling.TilingError, "no index variable 'z'"):

@@ -104,7 +104,7 @@ def held_regions(shape, layout, factors) -> tuple[Region, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Tile:
-  """What one device computes of one op.
+  """What one device computes of one op (``op_tiles`` lists them by device).
 
   ``inputs[i]`` is the global box of data input ``i`` the sub-op reads (None
   for a constant shape input), ``outputs[o]`` the global box of output ``o``
@@ -114,7 +114,6 @@ class Tile:
   ``output_scale`` the factor its outputs must be multiplied by.
   """
 
-  device: int
   inputs: tuple[Optional[Region], ...]
   outputs: tuple[Region, ...]
   partial_key: tuple[tuple[int, ...], ...]
@@ -170,8 +169,15 @@ def descend(ctx: OpContext, choice: str, n: int, w: int, describer: Describer,
   step = describer.steps.get(key)
   if step is None:
     found = _cut(ctx, choice, n, describer, level)
-    step = describer.steps[key] = (_whole_step(ctx) if found is None
-                                   else _worker_step(ctx, *found, w))
+    if found is None:
+      step = _whole_step(ctx)
+    else:
+      step = _worker_step(ctx, *found, w)
+      # Equal sub-ops (of other workers, ops or levels): one context object.
+      shared = describer.sub_ops.setdefault(context_key(step.context), step.context)
+      if shared is not step.context:
+        step = dataclasses.replace(step, context=shared)
+    describer.steps[key] = step
   return step
 
 
@@ -215,8 +221,10 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
   comes from :func:`descend`, made once per context key, so children whose
   sub-ops are equal (an even split), and equal ops anywhere in the graph,
   share their cuts below: an op costs one description per distinct sub-op and
-  level, not one per device and level.  The tiles' boxes come from the
-  describer's ``regions.Pool``: equal boxes of any ops' tiles are one object.
+  level, not one per device and level.  Below a replicated level the ``n``
+  subtrees are equal, and share their Tile objects.  The tiles' boxes come
+  from the describer's ``regions.Pool``: equal boxes of any ops' tiles are one
+  object.
   """
   k = num_devices(factors)
   if len(strategy) != len(factors):
@@ -229,21 +237,27 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
   if SINGLE in strategy:
     if any(s != SINGLE for s in strategy):
       raise TilingError(f"op {ctx.name!r}: 'single' must hold at every level, got {list(strategy)}")
-    tile = Tile(0, whole_in, whole_out, tuple(() for _ in whole_out), ctx,
+    tile = Tile(whole_in, whole_out, tuple(() for _ in whole_out), ctx,
                 tuple(1.0 for _ in whole_out))
     return (tile,) + (None,) * (k - 1)
   tiles: list[Tile] = []
+  children: dict = {}  # (id of a sub-op's context, level) -> its n steps
 
   def walk(level: int, cur: OpContext, ins, outs, keys: tuple, scale: tuple) -> None:
     if level == len(factors):
-      tiles.append(Tile(len(tiles), ins, outs, keys, cur, scale))
+      tiles.append(Tile(ins, outs, keys, cur, scale))
       return
-    n = factors[level]
-    for w in range(n):
-      step = descend(cur, strategy[level], n, w, describer, level + 1)
-      if step.view is None:
-        walk(level + 1, cur, ins, outs, keys, scale)
-        continue
+    steps = children.get((id(cur), level))
+    if steps is None:
+      n = factors[level]
+      steps = children[(id(cur), level)] = [descend(cur, strategy[level], n, w, describer,
+                                                    level + 1) for w in range(n)]
+    if steps[0].view is None:  # every worker runs cur: n equal subtrees
+      first = len(tiles)
+      walk(level + 1, cur, ins, outs, keys, scale)
+      tiles.extend(tiles[first:] * (len(steps) - 1))
+      return
+    for w, step in enumerate(steps):
       walk(level + 1, step.context,
            tuple(None if r is None else r if o is None else pool.offset(r, o)
                  for r, o in zip(step.view.input_regions, ins)),

@@ -261,10 +261,17 @@ def reduce_partials(produced: Sequence[Optional[Region]], keys: Sequence[Optiona
 
 
 def _partitions(boxes: Sequence[Optional[Region]], whole: Region) -> bool:
+  """Whether the non-empty ``boxes`` (inside ``whole``) cover it without overlapping: their
+  volumes sum to its volume and no two share an element (one overlap table)."""
   regs = [b for b in boxes if b is not None and b.volume]
   if sum(b.volume for b in regs) != whole.volume:
     return False
-  return all(not a.intersect(b).volume for i, a in enumerate(regs) for b in regs[i + 1:])
+  if len(regs) < 2:
+    return True
+  lo, hi = _bounds(regs, whole.rank)
+  common = _overlaps(lo, hi, lo, hi)
+  np.fill_diagonal(common, 0)
+  return not common.any()
 
 
 def produce_into(produced: Sequence[Optional[Region]], keys: Sequence[Optional[tuple]],

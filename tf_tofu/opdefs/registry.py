@@ -106,7 +106,7 @@ class Describer:
   model, the equal shards of a cut) share one Semantics and one analysis.
   The strategies' boxes come from one ``regions.Pool`` (``pool``): equal boxes
   of different ops are one object, so the caches keyed by them compare by
-  identity.  ``steps`` keeps the sub-ops the tiling derives from them
+  identity.  ``steps`` and ``sub_ops`` keep what the tiling derives from them
   (``tiling.descend``).  The caches belong to the Describer object, never to
   the module.
   """
@@ -115,8 +115,10 @@ class Describer:
     self._cache: dict = {}
     self._strategies: dict = {}
     self.pool = Pool()
-    # tiling.descend's steps, keyed by (context key, decision, n, worker).
+    # tiling.descend's steps, keyed by (context key, decision, n, worker), and their
+    # sub-ops, one object per context key.
     self.steps: dict = {}
+    self.sub_ops: dict = {}
     self.hits = 0
 
   def strategies(self, sem: Semantics, n: int) -> tuple:
