@@ -29,6 +29,23 @@ class SolveTest(parameterized.TestCase):
     self.assertEqual(sol.cost, best)
     self.assertEqual(dp.evaluate(fs, sol.assignment), sol.cost)
 
+  @parameterized.parameters(range(6))
+  def test_single_states_fold_as_one_at_a_time_conditioning(self, seed):
+    # Same factors, same tables, same order as conditioning each one-state group in
+    # index order (which moves the factors it touches to the end).
+    domains, fs = random_problem(seed, groups=10, factors=25, max_domain=2)
+    single = [d == 1 for d in domains]
+    self.assertTrue(any(single) and not all(single))
+    graph = dp._FactorGraph(domains, fs)
+    for g in range(len(domains)):
+      if single[g]:
+        graph.condition(g, 0)
+    want = [graph.live[i] for i in sorted(graph.live)]
+    got = dp.fold_single_states(fs, single)
+    self.assertEqual([f.scope for f in got], [f.scope for f in want])
+    for a, b in zip(got, want):
+      np.testing.assert_array_equal(a.table, b.table)
+
   def test_chain_has_width_one(self):
     domains = [3] * 20
     fs = [dp.Factor((g, g + 1), np.arange(9.0).reshape(3, 3)) for g in range(19)]

@@ -183,10 +183,37 @@ class _FactorGraph:
     return rest, np.argmin(total, axis=axis)
 
 
+def fold_single_states(factors: Sequence[Factor], single: Sequence[bool]) -> list[Factor]:
+  """The factors with the axis of every group of one state (``single[g]``) dropped.
+
+  Such a group has one value, so each factor restricted to it is its table
+  without that axis (a size-1 axis: the same numbers); a factor of such groups
+  only is a constant and is left out (the final cost is evaluated on the
+  original factors).  The order is the one that conditioning the groups one
+  at a time in index order gives (each conditioning moves the factors it
+  touches, in order, to the end): the untouched factors first, then the others
+  by their single-state groups in decreasing order, then their index.  The
+  elimination sums a group's factors in this order, so its floating-point
+  sums, and the ties they break, are those of the one-at-a-time fold.
+  """
+  kept, folded = [], []
+  for i, f in enumerate(factors):
+    fixed = tuple(sorted((s for s in f.scope if single[s]), reverse=True))
+    if not fixed:
+      kept.append(f)
+    elif len(fixed) < len(f.scope):
+      axes = [a for a, s in enumerate(f.scope) if not single[s]]
+      folded.append((fixed, i, Factor(tuple(f.scope[a] for a in axes),
+                                      f.table.reshape([f.table.shape[a] for a in axes]))))
+  folded.sort(key=lambda x: x[:2])
+  return kept + [f for _, _, f in folded]
+
+
 def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20) -> Solution:
   """Minimises the sum of factors over the group states; see the module docstring.
 
-  Groups are eliminated cheapest table first (a heap keyed by the size of the
+  Groups of one state take it (:func:`fold_single_states`).  The others are
+  eliminated cheapest table first (a heap keyed by the size of the
   table their elimination builds, refreshed when a neighbour changes).  When
   the cheapest table exceeds ``max_table`` entries (or 32 groups), the most
   connected group of that scope is conditioned on the coordinate-descent
@@ -194,14 +221,13 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
   """
   original = list(factors)
   n = len(domains)
-  fg = _FactorGraph(domains, original)
-  for g in range(n):  # groups with a single state are fixed: fold them in first
-    if domains[g] == 1:
-      fg.condition(g, 0)
-  heap = [(fg.table_size(g), g, 0) for g in range(n)]
+  single = [d == 1 for d in domains]
+  fg = _FactorGraph(domains, fold_single_states(original, single))
+  free = [g for g in range(n) if not single[g]]
+  heap = [(fg.table_size(g), g, 0) for g in free]
   heapq.heapify(heap)
   version = [0] * n
-  remaining = set(range(n))
+  remaining = set(free)
   fixed_values: dict[int, int] = {}
   heuristic: Optional[list[int]] = None
   eliminated: list[tuple[int, tuple[int, ...], np.ndarray]] = []
