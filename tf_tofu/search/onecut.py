@@ -600,19 +600,27 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
   choices = {}
   full = list(assignment[:len(problem.domains)]) + [0] * len(problem.aux_sizes)
   aux = len(problem.domains)
+  # Units of one structure share their table and names; with equal scope states
+  # (repeated blocks) they pick alike: (id of the table, states) -> the pick.
+  picked: dict = {}
   for members, scope, names, stack in problem.units:
-    vec = stack[(slice(None),) + tuple(full[g] for g in scope)]
-    order = np.argsort(vec, kind="stable")
-    best = int(order[0])
+    at = tuple(full[g] for g in scope)
+    got = picked.get((id(stack), id(names), at))
+    if got is None:
+      vec = stack[(slice(None),) + at]
+      order = np.argsort(vec, kind="stable")
+      best = int(order[0])
+      alt = int(order[1]) if len(order) > 1 else None
+      got = picked[(id(stack), id(names), at)] = (
+          best, names[best], float(vec[best]),
+          None if alt is None else names[alt], None if alt is None else float(vec[alt]))
+    best, best_names, best_cost, alt_names, alt_cost = got
     if isinstance(stack, AxisTable):
       full[aux] = best
       aux += 1
-    alt = int(order[1]) if len(order) > 1 else None
-    best_names, alt_names = names[best], (names[alt] if alt is not None else None)
     for m, op in enumerate(members):
-      choices[op.name] = Choice(best_names[m], float(vec[best]),
-                                alt_names[m] if alt is not None else None,
-                                float(vec[alt]) if alt is not None else None)
+      choices[op.name] = Choice(best_names[m], best_cost,
+                                None if alt_names is None else alt_names[m], alt_cost)
   states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
                      objective=dp.evaluate(problem.factors, full),
