@@ -52,7 +52,6 @@ import numpy as np
 
 from tf_tofu.core import progress
 from tf_tofu.layout import transfers
-from tf_tofu.core.regions import Region
 from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import REP, Cut, Partial, State
@@ -91,8 +90,8 @@ def candidate_states(shape: Sequence[int], n: int, allow_rep: bool) -> tuple[Sta
 def _op_strategies(op: SOp, ctx, n: int, describer: Describer, split_work: bool = False):
   """``[(name, need per input slot, made per output)]`` of an op's options at this level
   (``split_work``: no ``replicate`` for a contraction that can split; module docstring)."""
-  whole_in = [Region.whole(t.shape) for t in ctx.inputs]
-  whole_out = [Region.whole(t.shape) for t in ctx.outputs]
+  whole_in = [describer.pool.whole(t.shape) for t in ctx.inputs]
+  whole_out = [describer.pool.whole(t.shape) for t in ctx.outputs]
   if op.kind == "single":
     return [(SINGLE, [[r] + [None] * (n - 1) for r in whole_in],
              [([r] + [None] * (n - 1), [()] * n) for r in whole_out])], ()
