@@ -95,7 +95,9 @@ class PartitionedModule(tf.Module):
           p, t, [got[f.tensor if ":" in f.tensor else f.tensor + ":0"] for f in p.fetches[t]])
           for name, t in zip(names, fetches)}
 
-    self.step = tf.function(step, input_signature=specs)
+    # The step's loops and the assembly are over static Python structures (the
+    # shards, the guillotine tree): traced as written, not converted by autograph.
+    self.step = tf.function(step, input_signature=specs, autograph=False)
 
 
 def save(p: Partitioned, values: Mapping[str, np.ndarray], path: str,
