@@ -3,9 +3,8 @@
 Each subcommand that succeeds runs in a subprocess (``python -m tf_tofu.cli``),
 as a user runs it (:func:`tofu`); plan and rewrite commands that stop at a bad
 input run through the same entry point in this process (:func:`tofu_here`: no
-process and TensorFlow start per command, seconds each).  Not demo's: its
-flags and rewrite's (``--comm``) cannot both be defined in one process.  The
-SavedModel fixture is a tiny MLP training step saved with its variables.
+process and TensorFlow start per command, seconds each).  The SavedModel
+fixture is a tiny MLP training step saved with its variables.
 """
 
 import contextlib

@@ -29,6 +29,8 @@ import time
 
 from absl import app, flags
 
+from tf_tofu.cli import shared_flags
+
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("model", "gpt", ["mlp", "wresnet", "lstm", "gpt"], "Zoo model family.")
 flags.DEFINE_enum("size", "demo", ["demo", "tiny"], "'demo': sized to be interesting on a "
@@ -37,14 +39,13 @@ flags.DEFINE_integer("k", 8, "Number of (logical) devices.", lower_bound=1)
 flags.DEFINE_integer("steps", 3, "Training steps to compare.", lower_bound=1)
 flags.DEFINE_enum("optimizer", "adam", ["sgd", "adam"], "Optimizer.")
 flags.DEFINE_enum("flavor", "tf", ["tf", "keras"], "Plain TF variables and ops, or Keras 3.")
-flags.DEFINE_enum("comm", "plain", ["plain", "collective"], "Communication form.")
 flags.DEFINE_string("cluster", "", "Run across a TensorFlow cluster: 'local:TxD' starts T "
                     "server processes on this machine with D CPU devices each; 'TF_CONFIG' (the "
                     "environment variable) or a TF_CONFIG JSON file names running servers, "
                     "--k devices spread evenly over their tasks (--cluster_device_type).")
 flags.DEFINE_string("cluster_device_type", "CPU", "With --cluster=TF_CONFIG or a file: the "
                     "device type of the servers (CPU, GPU).")
-flags.DEFINE_string("out_dir", "tofu_demo", "Where the plan JSON and pictures go ('' for none).")
+OUT_DIR = "tofu_demo"  # --out_dir's default here
 
 # Big enough that partitioning matters, small enough to train in seconds on a laptop CPU.
 DEMO_SIZES = {
@@ -136,13 +137,14 @@ def _demo(argv, spec=None, per_task: int = 0, device_type: str = "CPU") -> int:
     print(f"  {dev:<40} {human_bytes(b):>12}  (of it shards and constants "
           f"{human_bytes(mem['persistent'][dev])})")
 
-  if FLAGS.out_dir:
-    os.makedirs(FLAGS.out_dir, exist_ok=True)
-    with open(os.path.join(FLAGS.out_dir, "plan.json"), "w") as f:
+  out_dir = shared_flags.out_dir(OUT_DIR)
+  if out_dir:
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "plan.json"), "w") as f:
       f.write(plan.to_json())
-    drawing = pictures.write_dot(os.path.join(FLAGS.out_dir, "plan.dot"), sgraph, plan,
+    drawing = pictures.write_dot(os.path.join(out_dir, "plan.dot"), sgraph, plan,
                                  fn.describer)
-    print(f"\nwrote {os.path.join(FLAGS.out_dir, 'plan.json')}, {', '.join(drawing.written)}")
+    print(f"\nwrote {os.path.join(out_dir, 'plan.json')}, {', '.join(drawing.written)}")
     for note in drawing.notes:
       print(note)
 

@@ -19,13 +19,15 @@ import sys
 
 from absl import app, flags
 
+from tf_tofu.cli import shared_flags
+
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("examples", 200, "Random steps to try.", lower_bound=1)
 flags.DEFINE_integer("seed", 0, "Seed of the example stream (same seed, same examples).")
-flags.DEFINE_string("out_dir", "tofu_fuzz", "Where reproduction scripts of failures go.")
 flags.DEFINE_integer("max_k", 8, "Largest device count drawn (2..8).", lower_bound=2,
                      upper_bound=8)
 flags.DEFINE_integer("max_reproductions", 10, "Failures to shrink and write.", lower_bound=0)
+OUT_DIR = "tofu_fuzz"  # --out_dir's default here
 
 
 def main(argv) -> int:
@@ -45,7 +47,8 @@ def main(argv) -> int:
   import tensorflow as tf
   tf.config.set_soft_device_placement(False)
   from tf_tofu.verify import campaign
-  result = campaign.run(FLAGS.examples, FLAGS.seed, FLAGS.out_dir, max_k=FLAGS.max_k,
+  result = campaign.run(FLAGS.examples, FLAGS.seed, shared_flags.out_dir(OUT_DIR),
+                        max_k=FLAGS.max_k,
                         max_reproductions=FLAGS.max_reproductions,
                         progress=lambda line: print(line, flush=True))
   for kind, n in result.by_kind:

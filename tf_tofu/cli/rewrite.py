@@ -29,12 +29,11 @@ import json
 
 from absl import app, flags
 
-from tf_tofu.cli import inputs as cli_inputs, plan as plan_command
+from tf_tofu.cli import inputs as cli_inputs, plan as plan_command, shared_flags  # noqa: F401
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output", None, "Where to write: a .pb/.pbtxt GraphDef, or a SavedModel "
                     "directory.")
-flags.DEFINE_enum("comm", "plain", ["plain", "collective"], "Communication form.")
 flags.DEFINE_string("plan_in", None, "Apply this Plan JSON instead of searching.")
 flags.DEFINE_string("tensorboard", None, "Write the partitioned graph here for TensorBoard (view it with `tensorboard --logdir DIR`; `pip install tf_tofu[tensorboard]`).")
 
