@@ -96,6 +96,19 @@ def _overlaps(alo, ahi, blo, bhi) -> np.ndarray:
   return np.prod(np.maximum(side, 0), axis=2)
 
 
+def _overlapping_pair(lo: np.ndarray, hi: np.ndarray) -> Optional[tuple[int, int]]:
+  """The first pair ``(i, j)``, ``i != j``, of boxes (bounds ``lo``, ``hi``) that share an
+  element, or None."""
+  if len(lo) < 2:
+    return None
+  common = _overlaps(lo, hi, lo, hi)
+  np.fill_diagonal(common, 0)
+  if not common.any():
+    return None
+  i, j = np.argwhere(common)[0]
+  return int(i), int(j)
+
+
 def _held(have: Sequence[Optional[Region]]):
   """``(distinct held boxes -> holders, their lower bounds, upper bounds)``; checks that
   the boxes partition what they cover."""
@@ -105,13 +118,11 @@ def _held(have: Sequence[Optional[Region]]):
       boxes.setdefault(r, []).append(dev)
   regs = list(boxes)
   lo, hi = _bounds(regs, regs[0].rank if regs else 0)
-  if len(regs) > 1:
-    common = _overlaps(lo, hi, lo, hi)
-    np.fill_diagonal(common, 0)
-    if common.any():
-      i, j = (int(x) for x in np.argwhere(common)[0])
-      raise ValueError(f"held boxes {regs[i]} and {regs[j]} overlap without being equal; "
-                       "a layout must partition its tensor")
+  pair = _overlapping_pair(lo, hi)
+  if pair is not None:
+    i, j = pair
+    raise ValueError(f"held boxes {regs[i]} and {regs[j]} overlap without being equal; "
+                     "a layout must partition its tensor")
   return boxes, lo, hi
 
 
@@ -266,12 +277,7 @@ def _partitions(boxes: Sequence[Optional[Region]], whole: Region) -> bool:
   regs = [b for b in boxes if b is not None and b.volume]
   if sum(b.volume for b in regs) != whole.volume:
     return False
-  if len(regs) < 2:
-    return True
-  lo, hi = _bounds(regs, whole.rank)
-  common = _overlaps(lo, hi, lo, hi)
-  np.fill_diagonal(common, 0)
-  return not common.any()
+  return _overlapping_pair(*_bounds(regs, whole.rank)) is None
 
 
 def produce_into(produced: Sequence[Optional[Region]], keys: Sequence[Optional[tuple]],

@@ -604,13 +604,14 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
   picked: dict = {}
   for members, scope, names, stack in problem.units:
     at = tuple(full[g] for g in scope)
-    got = picked.get((id(stack), id(names), at))
+    key = (id(stack), id(names), at)
+    got = picked.get(key)
     if got is None:
       vec = stack[(slice(None),) + at]
       order = np.argsort(vec, kind="stable")
       best = int(order[0])
       alt = int(order[1]) if len(order) > 1 else None
-      got = picked[(id(stack), id(names), at)] = (
+      got = picked[key] = (
           best, names[best], float(vec[best]),
           None if alt is None else names[alt], None if alt is None else float(vec[alt]))
     best, best_names, best_cost, alt_names, alt_cost = got
