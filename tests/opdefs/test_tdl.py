@@ -1,5 +1,7 @@
 """Tests for tf_tofu.opdefs.tdl: index arithmetic, interval evaluation, value trees."""
 
+import pickle
+
 from absl.testing import absltest
 
 from tf_tofu.opdefs import tdl
@@ -41,6 +43,18 @@ class IndexTest(absltest.TestCase):
   def test_var_needs_static_extent(self):
     with self.assertRaisesRegex(ValueError, "static extent"):
       tdl.Var("i", None)
+
+  def test_var_hash_is_that_of_its_fields_and_not_copied(self):
+    # The hash is kept on the variable once computed; equal variables still hash and
+    # compare alike, and a pickled copy (another process's string hashes) computes its own.
+    i = tdl.Var("i", 4)
+    self.assertEqual(hash(i), hash(("i", 4)))
+    self.assertEqual(hash(i), hash(tdl.Var("i", 4)))
+    self.assertEqual({i: 1}[tdl.Var("i", 4)], 1)
+    self.assertNotEqual(i, tdl.Var("i", 5))
+    copy = pickle.loads(pickle.dumps(i))
+    self.assertNotIn("_hash", copy.__dict__)
+    self.assertEqual((copy, hash(copy)), (i, hash(i)))
 
 
 class ValueTest(absltest.TestCase):

@@ -134,24 +134,25 @@ def _access_bounds(acc: tdl.Access, env: dict) -> list[tuple[int, int]]:
   return out
 
 
-def check_bounds(sem: Semantics) -> None:
-  """Raises if an unguarded access can leave its input over the full ranges."""
-  vars_ = all_vars(sem)
-  env = _full_env(vars_)
-  for k, out in enumerate(sem.outputs):
-    for acc in tdl.accesses(out.body):
-      if acc.guarded or any(v.extent == 0 for v in acc.vars()):
-        continue
-      for d, (lo, hi) in enumerate(_access_bounds(acc, env)):
-        if lo < 0 or hi >= acc.shape[d]:
-          raise sem.op.fail(
-              f"output {k}: unguarded access {acc!r} reaches [{lo}, {hi}] on dim {d} of "
-              f"an input of size {acc.shape[d]}; guard it with .at(...) or fix the index")
+def check_bounds(sem: Semantics, prepared: Optional["_Prepared"] = None) -> None:
+  """Raises if an unguarded access can leave its input over the full ranges
+  (``prepared``: the description's :class:`_Prepared`, which holds those ranges)."""
+  prep = prepared if prepared is not None else _Prepared(sem)
+  for k, acc, bounds in prep.checked:
+    if acc.guarded or any(v.extent == 0 for v in acc.vars()):
+      continue
+    for d, (lo, hi) in enumerate(bounds):
+      if lo < 0 or hi >= acc.shape[d]:
+        raise sem.op.fail(
+            f"output {k}: unguarded access {acc!r} reaches [{lo}, {hi}] on dim {d} of "
+            f"an input of size {acc.shape[d]}; guard it with .at(...) or fix the index")
 
 
-def _output_state(out: tdl.Output, v: tdl.Var, n: int) -> Optional[tuple[State, tuple]]:
-  """The output's state under cutting ``v`` and, for a cut, the worker ranges on its dim."""
-  hits = [d for d, dim in enumerate(out.dims) if v in dim]
+def _output_state(out: tdl.Output, shape: tuple[int, ...], dims_of: dict, v: tdl.Var,
+                  n: int) -> Optional[tuple[State, tuple]]:
+  """The output's state under cutting ``v`` and, for a cut, the worker ranges on its dim
+  (``shape``: the output's; ``dims_of``: per variable, the output dims it indexes)."""
+  hits = dims_of.get(v, ())
   if len(hits) > 1:
     return None
   if hits:
@@ -161,7 +162,7 @@ def _output_state(out: tdl.Output, v: tdl.Var, n: int) -> Optional[tuple[State, 
     if any(u.extent != 1 for u in dim[:pos]):
       return None  # a minor variable of a composite dim gives strided pieces
     stride = math.prod(u.extent for u in dim[pos + 1:])
-    size = out.shape[d]
+    size = shape[d]
     ranges = []
     for w in range(n):
       lo, hi = block(v.extent, n, w)
@@ -175,21 +176,41 @@ def _output_state(out: tdl.Output, v: tdl.Var, n: int) -> Optional[tuple[State, 
 
 
 class _Prepared:
-  """What :func:`strategy_for` reads of a description whatever variable it cuts, derived
-  once for all of them (a wide op's body, an AddN of 256 inputs, is walked once, not
-  once per variable): the variables, the opaque ones, and per input its accesses
-  with their bounds over the full ranges."""
+  """What :func:`strategy_for` and :func:`check_bounds` read of a description whatever
+  variable is cut, derived once for all of them (a wide op's body, an AddN of 256
+  inputs, is walked once, not once per variable): the variables, the opaque ones,
+  per output its shape, whole box and the dims each variable indexes, and per
+  input its accesses with their bounds over the full ranges and, per dim, the
+  variables of the index (None for a whole dim)."""
 
-  __slots__ = ("vars", "opaque", "full", "accesses")
+  __slots__ = ("vars", "opaque", "full", "accesses", "checked", "out_shapes", "whole_outs",
+               "dims_of")
 
   def __init__(self, sem: Semantics):
     self.vars = all_vars(sem)
     self.opaque = _opaque_vars(sem)
     self.full = _full_env(self.vars)
-    self.accesses: dict[int, list[tuple[tdl.Access, list]]] = {}
+    self.out_shapes = tuple(out.shape for out in sem.outputs)
+    self.whole_outs = tuple(tuple((0, d) for d in shape) for shape in self.out_shapes)
+    self.dims_of: list[dict] = []
     for out in sem.outputs:
+      dims_of: dict = {}
+      for d, dim in enumerate(out.dims):
+        for v in dict.fromkeys(dim):
+          dims_of.setdefault(v, []).append(d)
+      self.dims_of.append(dims_of)
+    self.accesses: dict[int, _InputAccesses] = {}
+    self.checked: list[tuple[int, tdl.Access, list]] = []
+    for k, out in enumerate(sem.outputs):
       for acc in tdl.accesses(out.body):
-        self.accesses.setdefault(acc.input, []).append((acc, _access_bounds(acc, self.full)))
+        bounds = _access_bounds(acc, self.full)
+        index_vars = tuple(None if isinstance(e, tdl._Full) else e.vars() for e in acc.index)
+        if acc.input not in self.accesses:
+          self.accesses[acc.input] = _InputAccesses(sem.op.inputs[acc.input].shape)
+        self.accesses[acc.input].add(acc, bounds, index_vars)
+        self.checked.append((k, acc, bounds))
+    for prepared in self.accesses.values():
+      prepared.finish()
 
 
 def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepared] = None,
@@ -203,8 +224,8 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepa
     return None
   out_states: list[State] = []
   out_ranges: list[tuple] = []
-  for out in sem.outputs:
-    got = _output_state(out, var, n)
+  for out, shape, dims_of in zip(sem.outputs, prep.out_shapes, prep.dims_of):
+    got = _output_state(out, shape, dims_of, var, n)
     if got is None:
       return None
     out_states.append(got[0])
@@ -221,8 +242,8 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepa
     if i not in accs:
       inputs.append(None if i in sem.meta_inputs else pool.whole(shape))
     else:
-      inputs.append(_InputReads(accs[i], var, shape))
-  whole_outs = [tuple((0, d) for d in out.shape) for out in sem.outputs]
+      inputs.append(_InputReads(accs[i], var))
+  whole_outs = prep.whole_outs
 
   workers = []
   regions_per_input: list[list[Region]] = [[] for _ in range(n_inputs)]
@@ -264,7 +285,7 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepa
       needs.append(None)
       continue
     regs = [reads] * n if isinstance(reads, Region) else regions_per_input[i]
-    needs.append(InputNeed(_classify(regs, op.inputs[i].shape, n, pool), tuple(regs)))
+    needs.append(InputNeed(_classify(regs, pool.whole(op.inputs[i].shape), n), tuple(regs)))
   return Strategy(var=var.name, kind=kind, n=n, inputs=tuple(needs),
                   outputs=tuple(out_states), workers=tuple(workers))
 
@@ -278,40 +299,73 @@ def _clamped(a: int, b: int, size: int) -> tuple[tuple[int, int], tuple[int, int
   return (lo, hi), (max(0, -a), max(0, b + 1 - size))
 
 
+class _InputAccesses:
+  """One input's accesses, prepared for cutting any variable: per access its bounds over
+  the full ranges and per dim the variables of its index (None for a whole dim);
+  per dim the variables that index it in some access (``dim_vars``), and the hull of
+  every access's bounds there, clamped to the shape (``bounds``, ``pads``: what a
+  worker reads on a dim the cut variable does not index)."""
+
+  __slots__ = ("shape", "reads", "dim_vars", "bounds", "pads")
+
+  def __init__(self, shape: tuple[int, ...]):
+    self.shape = shape
+    self.reads: list[tuple[tdl.Access, list, tuple]] = []
+
+  def add(self, acc: tdl.Access, bounds: list, index_vars: tuple) -> None:
+    self.reads.append((acc, bounds, index_vars))
+
+  def finish(self) -> None:
+    rank = len(self.shape)
+    self.dim_vars = tuple(frozenset().union(*(iv[d] for _, _, iv in self.reads
+                                                if iv[d] is not None))
+                          for d in range(rank))
+    self.bounds, self.pads = [], []
+    for d in range(rank):
+      bounds, pads = _clamped(*_hull(b[d] for _, b, _ in self.reads), self.shape[d])
+      self.bounds.append(bounds)
+      self.pads.append(pads)
+
+
+def _hull(ranges) -> Optional[tuple[int, int]]:
+  """The smallest inclusive range holding every one of ``ranges`` (None for none)."""
+  out = None
+  for lo, hi in ranges:
+    out = (lo, hi) if out is None else (min(out[0], lo), max(out[1], hi))
+  return out
+
+
 class _InputReads:
   """One input's accesses prepared for cutting ``var``.  A worker reads the hull of
   the accesses, clamped to the shape (what falls outside is padding).  On a dim that
-  no access indexes by ``var`` the hull is the same for every worker (``bounds`` and
-  ``pads`` hold it, clamped); on the others (``varying``: the dim, its expressions in
+  no access indexes by ``var`` the hull is the same for every worker (the prepared
+  ``bounds`` and ``pads``); on the others (``varying``: the dim, its expressions in
   ``var``, and the hull of the other accesses' bounds there) it is evaluated per
   worker."""
 
-  __slots__ = ("shape", "bounds", "pads", "varying")
+  __slots__ = ("shape", "bounds", "pads", "varying", "same")
 
-  def __init__(self, reads: list, var: tdl.Var, shape: tuple[int, ...]):
-    self.shape = shape
-    rank = len(shape)
-    fixed: list = [None] * rank  # per dim, the hull of the accesses that do not vary there
-    varying: dict[int, list] = {}
-    for acc, bounds in reads:
-      for d, e in enumerate(acc.index):
-        if not isinstance(e, tdl._Full) and var in e.vars():
-          varying.setdefault(d, []).append(e)
-        else:
-          h, b = fixed[d], bounds[d]
-          fixed[d] = b if h is None else (min(h[0], b[0]), max(h[1], b[1]))
-    self.bounds: list = [None] * rank
-    self.pads: list = [None] * rank
-    for d in range(rank):
-      if d not in varying:
-        self.bounds[d], self.pads[d] = _clamped(*fixed[d], shape[d])
-    self.varying = [(d, tuple(varying[d]), fixed[d]) for d in sorted(varying)]
+  def __init__(self, prepared: _InputAccesses, var: tdl.Var):
+    self.shape = prepared.shape
+    self.bounds, self.pads = prepared.bounds, prepared.pads
+    self.varying = []
+    for d, vs in enumerate(prepared.dim_vars):
+      if var in vs:
+        exprs = tuple(acc.index[d] for acc, _, iv in prepared.reads
+                      if iv[d] is not None and var in iv[d])
+        fixed = _hull(b[d] for _, b, iv in prepared.reads if iv[d] is None or var not in iv[d])
+        self.varying.append((d, exprs, fixed))
+    self.same = None  # every worker's (region, padding) when no dim varies
 
   def region(self, env: dict, pool: Pool):
     """``(region, padding)`` a worker reads under ``env``, or None when cutting the
     variable is not sound for this input: another access reads beyond var's range on
     a dim var cuts (a softmax's normaliser over the row), so the same op run on that
     region would compute more than the worker's share."""
+    if not self.varying:
+      if self.same is None:
+        self.same = (pool.region(tuple(self.bounds)), tuple(self.pads))
+      return self.same
     bounds, pads = list(self.bounds), list(self.pads)
     for d, exprs, fixed in self.varying:
       lo, hi = exprs[0].interval(env)
@@ -324,21 +378,22 @@ class _InputReads:
     return pool.region(tuple(bounds)), tuple(pads)
 
 
-def _classify(regions: list[Region], shape: tuple[int, ...], n: int, pool: Pool):
+def _classify(regions: list[Region], whole: Region, n: int):
   """REP when every worker reads the whole input, Cut(d) when worker w reads block w
-  of dim d and the whole of every other dim, else None (``regions`` from ``pool``, so
-  equal boxes are one object)."""
-  whole = pool.whole(shape)
+  of dim d and the whole of every other dim, else None (``regions`` and ``whole`` from
+  one ``regions.Pool``, so equal boxes, and equal intervals, are one object)."""
   if all(r is whole for r in regions):
     return REP
   # Block 0 of a cut dim differs from the whole dim unless the dim has one element.
+  wiv = whole.intervals
   first = regions[0].intervals
-  dims = [d for d, iv in enumerate(whole.intervals) if first[d] is not iv]
-  for d in (dims if len(dims) == 1 else () if dims else range(len(shape))):
-    bounds = [(0, size) for size in shape]
+  dims = [d for d, iv in enumerate(wiv) if first[d] is not iv]
+  for d in (dims if len(dims) == 1 else () if dims else range(len(wiv))):
+    size, before, after = wiv[d].hi, wiv[:d], wiv[d + 1:]
     for w, r in enumerate(regions):
-      bounds[d] = block(shape[d], n, w)
-      if r is not pool.region(tuple(bounds)):
+      ivs = r.intervals
+      if ((ivs[d].lo, ivs[d].hi) != block(size, n, w) or ivs[:d] != before
+          or ivs[d + 1:] != after):
         break
     else:
       return Cut(d)
@@ -355,8 +410,8 @@ def strategies(sem: Semantics, n: int, pool: Optional[Pool] = None) -> tuple[Str
   pool = pool if pool is not None else Pool()
   if n < 2:
     raise ValueError(f"strategies are for n >= 2 workers, got n={n}")
-  check_bounds(sem)
   prep = _Prepared(sem)
+  check_bounds(sem, prep)
   out = []
   for v in prep.vars:
     s = strategy_for(sem, v, n, prep, pool)

@@ -56,6 +56,19 @@ class Var:
   def __repr__(self):
     return self.name
 
+  def __hash__(self) -> int:
+    # Computed once: variables key the analysis' interval environments, looked up
+    # per access, dim and worker.  Equal variables hash alike, as the generated hash.
+    h = self.__dict__.get("_hash")
+    if h is None:
+      h = hash((self.name, self.extent))
+      object.__setattr__(self, "_hash", h)
+    return h
+
+  def __getstate__(self) -> dict:
+    # A string's hash differs between processes: a copy computes its own.
+    return {"name": self.name, "extent": self.extent}
+
   # Arithmetic lifts a variable into an affine expression.
   def _affine(self) -> "Affine":
     return Affine(((self, 1),), 0)
