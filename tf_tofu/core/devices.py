@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence, Union
 
 import tensorflow as tf
@@ -35,9 +36,11 @@ def split_cpu(k: int) -> None:
     pass
 
 
+@functools.lru_cache(maxsize=4096)
 def identity(name: str) -> tuple:
   """What makes two spellings the same device: a name without job, replica and task is
-  local (``/CPU:0`` is ``/job:localhost/replica:0/task:0/device:CPU:0``)."""
+  local (``/CPU:0`` is ``/job:localhost/replica:0/task:0/device:CPU:0``).  Kept per
+  name: a plan's link classes ask it for both ends of every pair of devices."""
   spec = tf.DeviceSpec.from_string(name)
   local = spec.job is None and spec.replica is None and spec.task is None
   job = "localhost" if local else spec.job
