@@ -106,8 +106,11 @@ class MemoPartsTest(absltest.TestCase):
                                            self.describer, {}, cache=cache))
     g = next(g for g, d in enumerate(full.domains) if len(d) > 1)
     narrowed = {g: full.domains[g][:1]}
+    wirings = dict(cache.wirings)  # per op group (none is split here), how its members
+    self.assertLen(wirings, len(full.units))  # share tensors
     shared = onecut.build_level(self.graph, groups, contexts, shapes, 2, self.describer,
                                 narrowed, cache=cache)
+    self.assertEqual(cache.wirings, wirings)  # another domain, the same wiring
     fresh = onecut.build_level(self.graph, groups, contexts, shapes, 2, self.describer,
                                narrowed)
     self.assertIsNot(shared, full)

@@ -192,6 +192,9 @@ class PricingCache:
     self.problems: dict = {}
     self.solutions: dict = {}
     self.interned: dict = {}  # domains and (domain id, item size) pairs -> small ints
+    # (id of the groups, a unit's first op, its members' used slots) -> (the groups,
+    # the unit's _wiring): the same at every level and in every planner.
+    self.wirings: dict = {}
 
 
 def _skeleton(op: SOp, ctx, skey: tuple, n, describer, tensor_domains, itemsize_of, pricer,
@@ -357,7 +360,7 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
   tensor_domains = {t: (domain_id[group_of[t]], domains[group_of[t]]) for t in graph.tensors}
   signature = {t: cache.interned.setdefault((domain_id[group_of[t]], itemsize_of[t]),
                                             len(cache.interned)) for t in graph.tensors}
-  pricer, skeletons, priced = cache.pricer, cache.skeletons, cache.tables
+  pricer, skeletons, priced, wirings = cache.pricer, cache.skeletons, cache.tables, cache.wirings
   factors, units = [], []
   aux_sizes: list[int] = []
   for count, unit in enumerate(todo):
@@ -371,24 +374,19 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
         sk = _skeleton(op, ctx, skey, n, describer, tensor_domains, itemsize_of, pricer, forced,
                        split_work, skeletons)
       skels.append(sk)
-    # Per member, the tensors of its used slots, in the skeleton's order.
-    slot_tensors = [[op.inputs[i] if kind == "in" else op.outputs[i] for kind, i in sk[2]]
-                    for op, sk in zip(unit, skels)]
-    scope = {group_of[t] for ts in slot_tensors for t in ts}
+    used = tuple([sk[2] for sk in skels])
+    wkey = (id(groups), unit[0].name, used)
+    whole = wirings.get(wkey)
+    if whole is None:
+      whole = wirings[wkey] = (groups, _wiring(unit, used, group_of))
     combos = math.prod(len(sk[1]) for sk in skels)
-    per_axis = combos * sum(len(domains[g]) for g in scope)
-    parts = ([(unit, skels, slot_tensors)] if per_axis <= MAX_JOINT else
-             [([op], [sk], [ts]) for op, sk, ts in zip(unit, skels, slot_tensors)])
-    for members, member_skels, member_tensors in parts:
+    per_axis = combos * sum(len(domains[g]) for g in whole[1][1])
+    parts = ([(unit, skels, whole[1])] if per_axis <= MAX_JOINT else
+             [([op], [sk], _wiring([op], [sk[2]], group_of)) for op, sk in zip(unit, skels)])
+    for members, member_skels, (wiring, sub_scope, axes) in parts:
       # The table is a function of the members' skeletons and of how their slots
       # share tensors and tensor groups: that is its key.
-      local: dict[str, int] = {}
-      wiring = tuple(tuple([local.setdefault(t, len(local)) for t in ts])
-                     for ts in member_tensors)
-      sub_scope = tuple(sorted({group_of[t] for t in local}))
-      axis = {g: a for a, g in enumerate(sub_scope)}
-      struct = (tuple([sk[0] for sk in member_skels]), wiring,
-                tuple([axis[group_of[t]] for t in local]))
+      struct = (tuple([sk[0] for sk in member_skels]), wiring, axes)
       if struct not in priced:
         member_tables = [_member_options(op, sk) for op, sk in zip(members, member_skels)]
         if all(len(opts) == 1 for opts in member_tables):
@@ -417,6 +415,21 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
   penalties = storage_factors(graph, groups, shapes, domains, n, storage_price)
   return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes),
                       penalties)
+
+
+def _wiring(members: Sequence[SOp], used: Sequence[tuple], group_of: Mapping[str, int]) -> tuple:
+  """How the members' used slots (``used[m]``: member m's ``(kind, slot)`` pairs, in its
+  skeleton's order) share tensors and tensor groups: ``(wiring, scope, axes)``, with
+  ``wiring[m]`` the local index of each used slot's tensor (tensors numbered in order
+  of first use), ``scope`` the sorted tensor groups of those tensors and ``axes`` the
+  position in ``scope`` of each local tensor's group."""
+  local: dict[str, int] = {}
+  wiring = tuple(tuple([local.setdefault(op.inputs[i] if kind == "in" else op.outputs[i],
+                                         len(local)) for kind, i in slots])
+                 for op, slots in zip(members, used))
+  scope = tuple(sorted({group_of[t] for t in local}))
+  axis = {g: a for a, g in enumerate(scope)}
+  return wiring, scope, tuple([axis[group_of[t]] for t in local])
 
 
 def storage_factors(graph: SearchGraph, groups: Sequence[Sequence[str]],
