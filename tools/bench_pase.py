@@ -101,7 +101,7 @@ def _step(name: str):
 def _cell(ours: float, pase) -> str:
   if pase is None:
     return f"{ours:.1f} vs out of memory"
-  return f"{ours:.1f} vs {pase:g} ({ours / pase:.2f}x)"
+  return f"{ours:.1f} vs {pase:g} ({ours / pase:.3g}x)"
 
 
 def _row(name: str, ps) -> str:
