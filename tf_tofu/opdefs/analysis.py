@@ -245,6 +245,8 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepa
       inputs.append(_InputReads(accs[i], var))
   whole_outs = prep.whole_outs
 
+  no_padding = {i: ((0, 0),) * len(r.intervals) for i, r in enumerate(inputs)
+                if isinstance(r, Region)}  # a replicated input's, the same for every worker
   workers = []
   regions_per_input: list[list[Region]] = [[] for _ in range(n_inputs)]
   env = dict(prep.full)
@@ -259,7 +261,7 @@ def strategy_for(sem: Semantics, var: tdl.Var, n: int, prepared: Optional[_Prepa
         in_pads.append(None)
       elif isinstance(reads, Region):  # replicated
         in_regions.append(reads)
-        in_pads.append(tuple((0, 0) for _ in reads.intervals))
+        in_pads.append(no_padding[i])
       else:
         got = reads.region(env, pool)
         if got is None:
