@@ -176,7 +176,8 @@ class _Pricer:
 class PricingCache:
   """What pricing a level with ``n`` workers memoises, each a pure function of its key:
   conversion prices (``pricer``), every op signature's priced options
-  (``skeletons``), every op group's table (``tables``), whole level problems
+  (``skeletons``), every op group's table (``tables``) and wiring (``wirings``:
+  how its members share tensors, the same at every level), whole level problems
   (``problems``: the same graph, groups, sub-op contexts (by object), shapes,
   domains, forced strategies and storage price) and their DP solutions
   (``solutions``).  One cache may serve every level with ``n`` workers of every
@@ -193,7 +194,7 @@ class PricingCache:
     self.solutions: dict = {}
     self.interned: dict = {}  # domains and (domain id, item size) pairs -> small ints
     # (id of the groups, a unit's first op, its members' used slots) -> (the groups,
-    # the unit's _wiring): the same at every level and in every planner.
+    # the unit's _wiring).
     self.wirings: dict = {}
 
 
