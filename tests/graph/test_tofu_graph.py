@@ -103,6 +103,35 @@ class TraceTest(absltest.TestCase):
         for k, out in enumerate(op.semantics.outputs):
           self.assertEqual(out.shape, g.tensors[op.outputs[k]].shape, op.name)
 
+  def test_equal_ops_share_one_description_each_with_its_own_context(self):
+    # Two Reshapes of one context key (their shape input a constant: a meta input) and
+    # a third of another: the description runs once per key, every op keeps its name.
+    def step(x):
+      return (tf.reshape(x + 1.0, [6, 4]) + tf.reshape(x * 2.0, [6, 4]),
+              tf.reshape(x, [4, 6]))
+
+    calls = []
+    describe = registry.semantics_of
+
+    def counted(ctx):
+      calls.append(ctx.op_type)
+      return describe(ctx)
+
+    with absltest.mock.patch.object(registry, "semantics_of", counted):
+      g = tf_tofu.trace(step, tf.TensorSpec([2, 3, 4]))
+    reshapes = sorted((op for op in g.ops.values() if op.op_type == "Reshape"),
+                      key=lambda op: op.name)
+    self.assertLen(reshapes, 3)
+    self.assertEqual(calls.count("Reshape"), 2)
+    for op in reshapes:
+      self.assertEqual(op.semantics.op.name, op.name)
+      self.assertEqual(op.semantics.meta_inputs, frozenset({1}))
+    keys = [registry.context_key(op.semantics.op) for op in reshapes]
+    shared = [op for op, k in zip(reshapes, keys) if keys.count(k) == 2]
+    self.assertLen(shared, 2)
+    self.assertIs(shared[0].semantics.outputs, shared[1].semantics.outputs)
+    self.assertEqual(float(g.as_function()(tf.ones([2, 3, 4]))[0][0, 0]), 4.0)
+
   def test_variables(self):
     step, g = _mlp("adam")
     trainable = {v.name: v for v in g.variables if v.trainable}

@@ -230,6 +230,15 @@ class Semantics:
   def accessed_inputs(self) -> frozenset:
     return frozenset(a.input for o in self.outputs for a in tdl.accesses(o.body))
 
+  def for_context(self, op: "OpContext") -> "Semantics":
+    """These lambdas and shard hook for ``op``, an op of the same context key
+    (``registry.context_key``: type, attributes, input and output facts; a
+    description reads nothing else), with ``op`` given the inputs this description
+    made constant or replicated."""
+    op._meta.update(self.op._meta)
+    op._replicated.update(self.op._replicated)
+    return dataclasses.replace(self, op=op)
+
   def shard_spec(self, worker: WorkerView) -> ShardSpec:
     return self.shard(worker) if self.shard else ShardSpec()
 
