@@ -33,6 +33,21 @@ class ViewTest(absltest.TestCase):
         self.assertEqual(op.kind, "update", op.name)
     self.assertEqual(set(self.view.variables), {v.handle for v in self.graph.variables})
 
+  def test_the_describer_holds_ingestions_descriptions(self):
+    # A computing op's context is its ingested description's, and the view hands that
+    # description to the describer: the search does not describe it again.
+    describer = Describer()
+    by_name = {op.name: op for op in view.from_tofu_graph(self.graph, describer).ops}
+    adopted = [op for name, op in self.graph.ops.items() if op.semantics is not None
+               and name in by_name and by_name[name].context is op.semantics.op]
+    self.assertNotEmpty(adopted)
+    for op in adopted:
+      hits = describer.hits
+      sem, reason = describer(by_name[op.name].context)
+      self.assertIsNone(reason)
+      self.assertEqual(describer.hits, hits + 1, op.name)
+      self.assertEqual([o.shape for o in sem.outputs], [o.shape for o in op.semantics.outputs])
+
   def test_adam_slots(self):
     adam = next(op for op in self.view.ops if op.op_type == "ResourceApplyAdam")
     on_shards, whole = view.update_slots(self.view, adam)

@@ -40,6 +40,17 @@ class RegistryTest(absltest.TestCase):
     self.assertEqual(d(unknown), (None, "no description for NoSuchOp"))
     self.assertEqual(registry.context_key(_matmul("x")), registry.context_key(_matmul("y")))
 
+  def test_a_description_made_elsewhere_is_adopted_for_its_key(self):
+    made = registry.semantics_of(_matmul("ingested"))  # as ingestion describes an op
+    d = registry.Describer()
+    d.adopt(made)
+    got, reason = d(_matmul("later"))  # another op of the key: no description runs
+    self.assertIs(got, made)
+    self.assertIsNone(reason)
+    self.assertEqual(d.hits, 1)
+    d.adopt(registry.semantics_of(_matmul("again")))  # one is kept already
+    self.assertIs(d(_matmul("x"))[0], made)
+
   def test_strategies_are_computed_once(self):
     d = registry.Describer()
     sem, _ = d(_matmul("a"))

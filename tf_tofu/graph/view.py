@@ -217,6 +217,8 @@ def from_tofu_graph(graph, describer=None) -> SearchGraph:
     ctx = _context(op, graph, tensors, var_info)
     inputs = tuple(op.inputs)
     semantics = op.semantics
+    if semantics is not None and ctx is semantics.op:
+      describer.adopt(semantics)  # ingestion's description of this very context
     reason = op.opaque_reason
     if op.op_type in RESOURCE_AS_VALUE and op.inputs and op.inputs[0] in var_info:
       ctx, semantics, reason = _as_value_op(op, ctx, describer)

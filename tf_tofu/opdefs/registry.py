@@ -167,6 +167,12 @@ class Describer:
       self._strategies[key] = got
     return got[1]
 
+  def adopt(self, sem: Semantics) -> None:
+    """Keeps ``sem``, a description of its own context ``sem.op`` made elsewhere
+    (ingestion describes every op), as the description of that context's key,
+    unless one is kept already: a description is a function of the key."""
+    self._cache.setdefault(context_key(sem.op), (sem, None, sem.op.name))
+
   def __call__(self, op: OpContext):
     """Returns ``(semantics or None, reason or None)`` for ``op``."""
     from tf_tofu.opdefs.description import DescriptionError
