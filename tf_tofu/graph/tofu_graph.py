@@ -29,7 +29,8 @@ from tensorflow.python.framework import op_def_registry
 from tf_tofu.graph import ingest as ingest_tf, links as grad_links, sources as graph_sources
 from tf_tofu.graph.ingest import IngestError
 from tf_tofu.opdefs import registry
-from tf_tofu.opdefs.description import DescriptionError, Semantics, TensorInfo
+from tf_tofu.opdefs.registry import Describer
+from tf_tofu.opdefs.description import Semantics, TensorInfo
 from tf_tofu.opdefs.kernels import attrs_to_python, context_from_node_def
 
 ROLES = grad_links.ROLES
@@ -430,11 +431,11 @@ def _assemble(flat: ingest_tf.Flat, live_handles: Mapping[str, Any], fix: str) -
                           value=values.get(t))
   t2 = time.perf_counter()
   ops = {}
-  described: dict = {}  # context key -> the Semantics of the first op of that key
+  describer = Describer()
   for name in order:
     node = nodes[name]
     sem, reason = _describe(node, [tensors[t] for t in inputs[name]],
-                            [tensors[t] for t in outputs[name]], described)
+                            [tensors[t] for t in outputs[name]], describer)
     ops[name] = Op(name=name, op_type=node.op, inputs=inputs[name],
                    control_inputs=controls[name], outputs=outputs[name],
                    attrs=attrs_to_python(node.attr), node_def=node, semantics=sem,
@@ -500,34 +501,24 @@ def _variables(links, resources, var_info) -> list[Variable]:
   return variables
 
 
-def _describe(node, ins: Sequence[Tensor], outs: Sequence[Tensor], described: dict):
+def _describe(node, ins: Sequence[Tensor], outs: Sequence[Tensor], describer: Describer):
   """The op's Semantics from the registry, or (None, why it is opaque).
 
-  A description is a function of the op's context key (type, attributes, input and
-  output shapes, dtypes and constant values; ``registry.context_key``), not of its
-  name: an op whose key was described before (``described``) takes that op's
-  lambdas and shard hook with its own context (``Semantics.for_context``) instead
-  of running the description again.
+  ``describer`` describes each context key once (a description is a function of the
+  key, not of the op's name); an op whose key an earlier op had takes that
+  description with its own context (``Semantics.for_context``).
   """
   if registry.lookup(node.op) is None:
     return None, f"no description for {node.op}"
   try:
     ctx = context_from_node_def(node, [TensorInfo(t.shape, t.dtype, t.value) for t in ins],
                                 [TensorInfo(t.shape, t.dtype) for t in outs])
-    key = registry.context_key(ctx)
-    first = described.get(key)
-    if first is not None:
-      return first.for_context(ctx), None
-    sem = registry.semantics_of(ctx)
-    if sem is not None:
-      described[key] = sem
-  except DescriptionError as e:
-    return None, str(e)
+    sem, reason = describer(ctx)
   except Exception as e:  # a faulty description must not stop ingestion
     return None, f"description of {node.op} failed: {type(e).__name__}: {e}"
   if sem is None:
-    return None, f"no description for {node.op}"
-  return sem, None
+    return None, reason
+  return (sem if sem.op is ctx else sem.for_context(ctx)), None
 
 
 def _topological(gd: graph_pb2.GraphDef) -> list[str]:
