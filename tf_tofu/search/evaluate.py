@@ -114,15 +114,16 @@ def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, S
   cache = cache if cache is not None else EvalCache(factors)
   if cache.factors != tuple(factors):
     raise ValueError(f"an EvalCache of factors {cache.factors} used for factors {tuple(factors)}")
-  pricer = _Pricer(graph, tuple(factors), layouts, strategies, describer, cache)
+  pricer = PlanPricer(graph, tuple(factors), layouts, strategies, describer, cache)
   for op in graph.ops:
     pricer.add_op(op)
   pricer.add_feeds()
   return pricer.result()
 
 
-class _Pricer:
-  """The accumulators and caches of one :func:`evaluate`."""
+class PlanPricer:
+  """The accumulators and caches of one :func:`evaluate`; after :meth:`add_op` of every
+  op, :meth:`tensor_elements` prices one tensor in any layout (``search.improve``)."""
 
   def __init__(self, graph: SearchGraph, factors: tuple[int, ...],
                layouts: Mapping[str, Sequence[State]], strategies: Mapping[str, Sequence[str]],
@@ -139,6 +140,8 @@ class _Pricer:
     self.conversions: list[Conversion] = []
     # tensor -> need id -> (per-device need, ops needing it)
     self.needs: dict[str, dict[int, tuple]] = collections.defaultdict(dict)
+    # tensor -> (its producer's tiles key, the tiles, the output index)
+    self.producer: dict[str, tuple] = {}
     # id of a pieces' pairs tuple -> [the pairs, the item sizes summed over its uses]
     self.pair_uses: dict[int, list] = {}
 
@@ -147,11 +150,16 @@ class _Pricer:
     tensor (its producer and its readers ask)."""
     got = self.held_of.get(t)
     if got is None:
-      key = (self.graph.tensors[t].shape, tuple(self.layouts[t]))
-      if key not in self.held_cache:
-        self.held_cache[key] = held_regions(key[0], key[1], self.factors)
-      got = self.held_of[t] = (key, self.held_cache[key])
+      got = self.held_of[t] = self.held_in(self.graph.tensors[t].shape, self.layouts[t])
     return got
+
+  def held_in(self, shape: tuple, layout: Sequence[State]):
+    """``((shape, layout), every device's block)`` of a tensor of ``shape`` in ``layout``."""
+    key = (shape, tuple(layout))
+    got = self.held_cache.get(key)
+    if got is None:
+      got = self.held_cache[key] = held_regions(shape, key[1], self.factors)
+    return key, got
 
   def account(self, tensor: str, what: str, counted: tuple, ops: Sequence[str]) -> None:
     """Adds a conversion of ``levels[l]`` elements at level l (``pairs``: the elements
@@ -191,6 +199,12 @@ class _Pricer:
 
   def add_op(self, op) -> None:
     """Prices what ``op`` produces and records what it needs (priced by :meth:`add_feeds`)."""
+    for t in self.record(op):
+      self.account(t, f"produce {op.name}", self.produced(t, *self.held(t)), [op.name])
+
+  def record(self, op) -> tuple[str, ...]:
+    """Records what ``op`` needs of each input and, as their producer, its tiles for each
+    of its outputs; returns those outputs (none for an op that runs no tiles)."""
     graph = self.graph
     if op.kind == "update":
       # Runs on every shard; inputs not element-wise with the variable are needed whole.
@@ -198,37 +212,61 @@ class _Pricer:
         t = op.inputs[i]
         whole = (self.describer.pool.whole(graph.tensors[t].shape),) * self.k
         self.needs[t].setdefault(self.cache.need_id(whole), (whole, []))[1].append(op.name)
-      return
+      return ()
     if op.kind not in ("compute", "single"):
-      return
+      return ()
     tkey, tiles = self.cache.op_tiles(op.context, tuple(self.strategies[op.name]),
                                       self.describer)
     for o, t in enumerate(op.outputs):
-      hkey, h = self.held(t)
-      pkey = ("produce", tkey, o, hkey)
-      if pkey not in self.pieces_cache:
-        produced = [tile.outputs[o] if tile else None for tile in tiles]
-        keys = [tile.partial_key[o] if tile else None for tile in tiles]
-        self.pieces_cache[pkey] = self.elements_per_level(
-            transfers.produce_flows(produced, keys, h, self.factors))
-      self.account(t, f"produce {op.name}", self.pieces_cache[pkey], [op.name])
+      self.producer[t] = (tkey, tiles, o)
     for i, t in enumerate(op.inputs):
       if t is None:
         continue
       need_id, boxes = self.cache.need(tkey, tiles, i)
       if boxes is not None:
         self.needs[t].setdefault(need_id, (boxes, []))[1].append(op.name)
+    return tuple(op.outputs)
+
+  def produced(self, t: str, hkey, held) -> tuple:
+    """The counted pieces (:meth:`elements_per_level`) of producing ``t`` (its producer's
+    tiles, recorded by :meth:`add_op`) into the blocks ``held`` (of key ``hkey``)."""
+    tkey, tiles, o = self.producer[t]
+    pkey = ("produce", tkey, o, hkey)
+    got = self.pieces_cache.get(pkey)
+    if got is None:
+      produced = [tile.outputs[o] if tile else None for tile in tiles]
+      keys = [tile.partial_key[o] if tile else None for tile in tiles]
+      got = self.pieces_cache[pkey] = self.elements_per_level(
+          transfers.produce_flows(produced, keys, held, self.factors))
+    return got
+
+  def fed(self, hkey, held, need_id: int, need) -> tuple:
+    """The counted pieces of gathering the per-device boxes ``need`` (named ``need_id``)
+    from the blocks ``held`` (of key ``hkey``)."""
+    pkey = ("feed", hkey, need_id)
+    got = self.pieces_cache.get(pkey)
+    if got is None:
+      got = self.pieces_cache[pkey] = self.elements_per_level(
+          transfers.gather_flows(held, list(need), self.factors))
+    return got
 
   def add_feeds(self) -> None:
     """Prices every tensor's needs, each distinct need once for all the ops sharing it."""
     for t, by_need in self.needs.items():
       hkey, h = self.held(t)
       for need_id, (need, ops) in by_need.items():
-        pkey = ("feed", hkey, need_id)
-        if pkey not in self.pieces_cache:
-          self.pieces_cache[pkey] = self.elements_per_level(
-              transfers.gather_flows(h, list(need), self.factors))
-        self.account(t, "feed " + ", ".join(ops), self.pieces_cache[pkey], ops)
+        self.account(t, "feed " + ", ".join(ops), self.fed(hkey, h, need_id, need), ops)
+
+  def tensor_elements(self, t: str, layout: Sequence[State]) -> int:
+    """The elements of every conversion of ``t`` (its production and its distinct needs,
+    as :meth:`add_op` recorded them) were it held in ``layout``: with the ops'
+    strategies fixed, a tensor's share of the plan's bytes depends on its own layout
+    alone (``search.improve``)."""
+    hkey, h = self.held_in(self.graph.tensors[t].shape, layout)
+    total = sum(self.produced(t, hkey, h)[0]) if t in self.producer else 0
+    for need_id, (need, _) in self.needs.get(t, {}).items():
+      total += sum(self.fed(hkey, h, need_id, need)[0])
+    return total
 
   def result(self) -> Evaluation:
     by_pair = np.zeros(self.k * self.k, dtype=np.int64)  # integer sums: bytes stay exact

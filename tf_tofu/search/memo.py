@@ -53,6 +53,13 @@ class SearchMemo:
       self._pricing[n] = PricingCache(n)
     return self._pricing[n]
 
+  def eval_cache(self, factors: Sequence[int]) -> EvalCache:
+    """The tiles and pieces of the plans with these factors."""
+    factors = tuple(factors)
+    if factors not in self._evaluation:
+      self._evaluation[factors] = EvalCache(factors)
+    return self._evaluation[factors]
+
   def evaluate(self, graph: SearchGraph, factors: Sequence[int],
                layouts: Mapping[str, Sequence[State]],
                strategies: Mapping[str, Sequence[str]]) -> Evaluation:
@@ -61,9 +68,7 @@ class SearchMemo:
     key = (id(graph),) + plan_key(factors, layouts, strategies)
     got = self._evaluated.get(key)
     if got is None:
-      if factors not in self._evaluation:
-        self._evaluation[factors] = EvalCache(factors)
       got = (graph, evaluate(graph, factors, layouts, strategies, self.describer,
-                             self._evaluation[factors]))
+                             self.eval_cache(factors)))
       self._evaluated[key] = got
     return got[1]

@@ -77,7 +77,7 @@ class SearchResult:
 LevelSolver = Callable[..., onecut.LevelResult]
 
 
-def _shrink(shape: tuple[int, ...], state: State, n: int) -> tuple[int, ...]:
+def block_shape(shape: tuple[int, ...], state: State, n: int) -> tuple[int, ...]:
   """The shape of the last worker's block of a tensor in ``state`` over n workers."""
   if isinstance(state, Cut):
     s = list(shape)
@@ -107,7 +107,7 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
     for g, members in enumerate(groups):
       for t in members:
         layouts[t].append(res.group_states[g])
-        shapes[t] = _shrink(shapes[t], res.group_states[g], n)
+        shapes[t] = block_shape(shapes[t], res.group_states[g], n)
     for name, choice in res.choices.items():
       strategies[name].append(choice.strategy)
       # Equal ops (and planners that agree) hold the same sub-op objects afterwards.
