@@ -28,6 +28,7 @@ from tf_tofu.core.states import REP, Cut  # noqa: E402
 from tf_tofu.ops import count_transfer_bytes, transfer_count  # noqa: E402
 from tf_tofu.rewrite import execute, partition_graph_def  # noqa: E402
 from tf_tofu.search import evaluate, planners  # noqa: E402
+from tf_tofu.search.tofu import SearchOptions  # noqa: E402
 from tf_tofu.graph import view  # noqa: E402
 from tf_tofu.layout.tiling import held_regions  # noqa: E402
 
@@ -181,9 +182,11 @@ class PartitionCase(parameterized.TestCase):
     graph = view.from_tofu_graph(fg, describer)
     seen = set()
     used = {"collective": 0, "plain": 0}
+    runs = [(planner, None) for planner in planners.PLANNERS] + [
+        ("tofu", SearchOptions(never_worse=True))]  # with the exact improvement pass
     for k in KS:
-      for planner in planners.PLANNERS:
-        res = planners.run(planner, graph, k, describer)
+      for planner, options in runs:
+        res = planners.run(planner, graph, k, describer, options)
         plan = plans.plan_from_search(res, graph, planner, devices_lib.resolve(k))
         key = (k, plan.factors, tuple(sorted(plan.layouts.items())),
                tuple(sorted(plan.strategies.items())))

@@ -48,7 +48,9 @@ class SharedMemoTest(parameterized.TestCase):
       best = min(planners.run(p, graph, k, Describer()).evaluation.total_bytes
                  for p in ("tofu",) + planners.CUT_ONLY)
       got = planners.run("tofu", graph, k, Describer(), SearchOptions(never_worse=True))
-      self.assertEqual(got.evaluation.total_bytes, best, f"seed {seed}, k {k}")
+      improved = [n for n in got.notes if n.startswith("exact improvement pass")]
+      self.assertLessEqual(got.evaluation.total_bytes, best, f"seed {seed}, k {k}")
+      self.assertEqual(bool(improved), got.evaluation.total_bytes < best, f"seed {seed}, k {k}")
 
   def test_budget_search_through_a_warm_memo_equals_a_fresh_one(self):
     graph = view.from_tofu_graph(search_testlib.random_graph(3, max_ops=10))
@@ -83,6 +85,12 @@ class MemoPartsTest(absltest.TestCase):
     with self.assertRaisesRegex(ValueError, "one Describer"):
       recursive.search(self.graph, groups, 2, Describer(),
                        PLANNERS["tofu"](self.describer, SearchOptions()), memo=memo)
+
+  def test_one_eval_cache_per_factor_order(self):
+    memo = SearchMemo(self.describer)
+    self.assertIs(memo.eval_cache([2, 2]), memo.eval_cache((2, 2)))
+    self.assertIsNot(memo.eval_cache((2, 2)), memo.eval_cache((4,)))
+    self.assertEqual(memo.eval_cache((2, 3)).factors, (2, 3))
 
   def test_caches_refuse_another_worker_count_or_factor_order(self):
     groups = coarsen.tensor_groups(self.graph, self.describer)

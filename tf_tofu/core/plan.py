@@ -12,7 +12,8 @@ holds, for ``k = n_1 * ... * n_L`` devices:
   exact (``proven_optimal``), and notes (ops left whole and why);
 * ``found_by``: the planner whose search produced the layouts (for ``tofu``,
   its recursion or, when one moves fewer bytes, a baseline's:
-  ``search.planners``, "never worse than a baseline");
+  ``search.planners``, "never worse than a baseline"; a note says when the
+  exact improvement pass then moved some of them, ``search.improve``);
 * ``memory``: the estimated peak bytes per device (worst, the ideal single
   device / k, their ratio, per device), from the graph and the plan alone
   (``tf_tofu.layout.memory``, equal to the liveness of the plain rewrite);

@@ -13,9 +13,13 @@ first level differently can move fewer bytes in total.  With
 ``options.never_worse`` (``never_worse=True`` in ``tf_tofu.plan``,
 ``tf_tofu.function`` and ``tofu plan/rewrite --never_worse``; off by default,
 as it runs the four baselines' searches too) ``run("tofu", ...)`` also runs every
-baseline of :func:`rivals` on the same groups and returns the plan with the
+baseline of :func:`rivals` on the same groups, takes the plan with the
 fewest exactly evaluated bytes (Tofu's on a tie), its ``found_by`` naming the
-planner that found it.  The guarantee, in the space the options allow:
+planner that found it, and ends with the exact improvement pass of
+:mod:`tf_tofu.search.improve` on it: tensor groups moved one level's state
+at a time, each move taken only when the exactly counted bytes fall (a note
+says how many and what they saved).  The guarantee, in the space the options
+allow:
 
 * cut-only storage (Tofu's, the default): Tofu's bytes <= those of every
   baseline that stores cut-only too (allrow, spartan, equalchop, megatron);
@@ -28,19 +32,22 @@ allowed); the plan returned moves no more bytes than that recursion's.
 
 **Memory budget.**  With ``options.memory_budget`` set, ``run("tofu", ...)``
 is the budget search of :mod:`tf_tofu.search.budget` (its candidates include
-datapar, and with ``never_worse`` every rival of replicated storage).
+datapar, and with ``never_worse`` every rival of replicated storage; no
+improvement pass there: its moves would change the memory the budget search
+measured).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, Mapping, Optional
 
 from tf_tofu.core import progress
 from tf_tofu.core.errors import TofuError
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.opdefs.registry import Describer
-from tf_tofu.search import baselines, budget, coarsen, recursive
+from tf_tofu.search import baselines, budget, coarsen, improve, recursive
 from tf_tofu.search.memo import SearchMemo
 from tf_tofu.search.tofu import SearchOptions, level_solver
 
@@ -97,13 +104,38 @@ def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
     seconds += other.seconds
     if other.evaluation.total_bytes < best.evaluation.total_bytes:
       best = other
-  if best is result:
-    return dataclasses.replace(result, seconds=seconds)
-  notes = result.notes + (
-      f"never-worse pass: {best.found_by}'s plan moves {best.evaluation.total_bytes:,} B, "
-      f"Tofu's recursion {result.evaluation.total_bytes:,} B; the plan is {best.found_by}'s",)
-  return dataclasses.replace(best, proven_optimal=result.proven_optimal, seconds=seconds,
-                             notes=notes)
+  notes = result.notes
+  if best is not result:
+    notes += (f"never-worse pass: {best.found_by}'s plan moves "
+              f"{best.evaluation.total_bytes:,} B, Tofu's recursion "
+              f"{result.evaluation.total_bytes:,} B; the plan is {best.found_by}'s",)
+  start = time.perf_counter()
+  progress.update(f"exact improvement pass on {best.found_by}'s plan")
+  best, notes = _improved(best, graph, groups, describer, options, memo, notes)
+  return dataclasses.replace(best, proven_optimal=result.proven_optimal, notes=notes,
+                             seconds=seconds + time.perf_counter() - start)
+
+
+def _improved(best: recursive.SearchResult, graph: SearchGraph, groups, describer: Describer,
+              options: SearchOptions, memo: SearchMemo, notes: tuple[str, ...]):
+  """``best`` after the exact improvement pass (``search.improve``), with its note."""
+  found = improve.improve(graph, groups, best.factors, best.layouts, best.strategies,
+                          describer, memo.eval_cache(best.factors),
+                          options.allow_rep_storage, options.tensor_states)
+  if not found.moves:
+    return best, notes
+  ev = memo.evaluate(graph, best.factors, found.layouts, best.strategies)
+  if ev.total_bytes != best.evaluation.total_bytes - found.saved_bytes:
+    raise TofuError(f"internal error: the exact improvement pass expected "
+                    f"{best.evaluation.total_bytes - found.saved_bytes:,} B, the plan moves "
+                    f"{ev.total_bytes:,} B; plan without never_worse")
+  notes += (f"exact improvement pass: {found.moves} tensor group "
+            f"move{'s' if found.moves != 1 else ''} on "
+            f"{best.found_by}'s plan, {best.evaluation.total_bytes:,} B -> "
+            f"{ev.total_bytes:,} B",)
+  improved = dataclasses.replace(best, layouts=found.layouts, evaluation=ev, candidates=())
+  candidates = tuple(improved if c.factors == best.factors else c for c in best.candidates)
+  return dataclasses.replace(improved, candidates=candidates), notes
 
 
 def _within_budget(planner: str, graph: SearchGraph, groups, k: int, describer: Describer,

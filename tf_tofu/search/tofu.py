@@ -22,10 +22,11 @@ class SearchOptions:
     tensor_states: user constraints, tensor name -> allowed states (every level).
     op_strategies: user constraints, op name -> strategy name (every level).
     never_worse: after Tofu's recursion, also run the baselines that store
-      what Tofu may store (``planners.rivals``) and return the plan that moves
-      the fewest bytes, evaluated exactly (``planners.run``).  Off by default:
-      it runs four more searches (on Keras MobileNetV2 at k = 4 planning took
-      about 5x as long).
+      what Tofu may store (``planners.rivals``), take the plan that moves
+      the fewest bytes, evaluated exactly, and end with the exact improvement
+      pass on it (``planners.run``, ``search.improve``).  Off by default: it
+      runs four more searches (Keras InceptionV3 at k = 8 plans in about twice
+      the time).
     memory_budget: the most bytes any device may hold at its peak
       (``tf_tofu.layout.memory.plan_peak``), or None (no budget: Tofu's
       cut-only storage, today's plans).  With a budget the search may store
