@@ -8,14 +8,19 @@ a pass reports saved are exactly what ``evaluate`` then counts, and that it
 finds moves where the recursion leaves bytes on the table.
 """
 
-from absl.testing import absltest, parameterized
+from tests import cpu_devices  # noqa: F401  (splits the CPU before TensorFlow starts)
 
-from tests import search_testlib
-from tf_tofu.core.states import REP, Cut
-from tf_tofu.graph import view
-from tf_tofu.opdefs.registry import Describer
-from tf_tofu.search import coarsen, evaluate, improve, onecut, planners
-from tf_tofu.search.recursive import block_shape
+from absl.testing import absltest, parameterized  # noqa: E402
+
+from tests import search_testlib  # noqa: E402
+import tf_tofu  # noqa: E402
+from tf_tofu import models  # noqa: E402
+from tf_tofu.core.states import REP, Cut  # noqa: E402
+from tf_tofu.graph import view  # noqa: E402
+from tf_tofu.opdefs.registry import Describer  # noqa: E402
+from tf_tofu.search import coarsen, evaluate, improve, onecut, planners  # noqa: E402
+from tf_tofu.search.recursive import block_shape  # noqa: E402
+from tf_tofu.verify import sweep  # noqa: E402
 
 
 def _planned(seed, k, planner="tofu"):
@@ -86,6 +91,30 @@ class ImproveTest(parameterized.TestCase):
     found = _improved(graph, describer, groups, result, tensor_states=pinned)
     for t, allowed in pinned.items():
       self.assertLessEqual(set(found.layouts[t]), set(allowed), t)
+
+
+class ImprovedPlansRunTest(parameterized.TestCase):
+  """An improved plan, end to end in float64: rewritten, run on logical devices, equal to
+  the unpartitioned step, and moving exactly the bytes it predicts."""
+
+  def setUp(self):
+    super().setUp()
+    cpu_devices.require(8)
+
+  @parameterized.parameters(("lstm", "tf", 6, "tofu"), ("gpt", "keras", 8, "megatron"))
+  def test_improved_plan_runs_and_counts_its_bytes(self, key, flavor, k, found_by):
+    step = models.tiny(key, flavor=flavor, optimizer="adam", dtype="float64")
+    inputs = [step.example_inputs(seed) for seed in range(2)]
+    row = sweep.check_step(step.name, step.fn, inputs, k, never_worse=True)
+    self.assertEqual(row.mismatches, ())
+    self.assertEqual(row.counted, row.predicted)
+    with step.context():
+      graph = tf_tofu.trace(step.fn, *step.input_signature)
+    plan = tf_tofu.plan(graph, devices=k, never_worse=True, memory=False)
+    self.assertEqual(plan.total_bytes, row.predicted)
+    self.assertEqual(plan.found_by, found_by)
+    self.assertTrue([n for n in plan.notes if n.startswith("exact improvement pass")],
+                    plan.notes)
 
 
 class GroupMovesTest(absltest.TestCase):

@@ -59,8 +59,9 @@ class SweepRow:
 
 
 def check_step(name: str, fn, inputs: Sequence[tuple], k: int, planner: str = "tofu",
-               baselines: Sequence[str] = ()) -> SweepRow:
-  """Partitions ``fn`` over k devices, runs it on ``inputs`` and measures it (module docstring)."""
+               baselines: Sequence[str] = (), **plan_options) -> SweepRow:
+  """Partitions ``fn`` over k devices, runs it on ``inputs`` and measures it (module
+  docstring); ``plan_options`` go to ``tf_tofu.function`` (``never_worse=True``, ...)."""
   import tf_tofu
   from tf_tofu import api
   from tf_tofu.ops import counting
@@ -69,7 +70,7 @@ def check_step(name: str, fn, inputs: Sequence[tuple], k: int, planner: str = "t
   bound = ({} if np.dtype("float32") not in dtypes else
            dict(rtol=equivalence.FLOAT32_RTOL, atol=equivalence.FLOAT32_ATOL))
   reference = equivalence.Reference(fn, inputs)
-  f = tf_tofu.function(fn, devices=k, planner=planner)
+  f = tf_tofu.function(fn, devices=k, planner=planner, **plan_options)
   start = time.perf_counter()
   partitioned = f.partitioned(*inputs[0])
   plan_seconds = time.perf_counter() - start
