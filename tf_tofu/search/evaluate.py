@@ -122,8 +122,9 @@ def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, S
 
 
 class PlanPricer:
-  """The accumulators and caches of one :func:`evaluate`; after :meth:`add_op` of every
-  op, :meth:`tensor_elements` prices one tensor in any layout (``search.improve``)."""
+  """The accumulators and caches of one :func:`evaluate`; after :meth:`record` (or
+  :meth:`add_op`) of every op, :meth:`tensor_elements` prices one tensor in any layout
+  (``search.improve``)."""
 
   def __init__(self, graph: SearchGraph, factors: tuple[int, ...],
                layouts: Mapping[str, Sequence[State]], strategies: Mapping[str, Sequence[str]],
@@ -229,7 +230,7 @@ class PlanPricer:
 
   def produced(self, t: str, hkey, held) -> tuple:
     """The counted pieces (:meth:`elements_per_level`) of producing ``t`` (its producer's
-    tiles, recorded by :meth:`add_op`) into the blocks ``held`` (of key ``hkey``)."""
+    tiles, as :meth:`record` kept them) into the blocks ``held`` (of key ``hkey``)."""
     tkey, tiles, o = self.producer[t]
     pkey = ("produce", tkey, o, hkey)
     got = self.pieces_cache.get(pkey)
@@ -259,7 +260,7 @@ class PlanPricer:
 
   def tensor_elements(self, t: str, layout: Sequence[State]) -> int:
     """The elements of every conversion of ``t`` (its production and its distinct needs,
-    as :meth:`add_op` recorded them) were it held in ``layout``: with the ops'
+    as :meth:`record` kept them) were it held in ``layout``: with the ops'
     strategies fixed, a tensor's share of the plan's bytes depends on its own layout
     alone (``search.improve``)."""
     hkey, h = self.held_in(self.graph.tensors[t].shape, layout)

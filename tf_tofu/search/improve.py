@@ -106,11 +106,8 @@ def improve(graph: SearchGraph, groups: Sequence[Sequence[str]], factors: Sequen
       if any(layouts[t] != current for t in members) or not any(
           term(t, current) for t in members):
         continue
-      allowed = None
-      for t in members:
-        if t in tensor_states:
-          allowed = frozenset(tensor_states[t]) & (allowed if allowed is not None else
-                                                   frozenset(tensor_states[t]))
+      constrained = [frozenset(tensor_states[t]) for t in members if t in tensor_states]
+      allowed = frozenset.intersection(*constrained) if constrained else None
       for level in range(len(factors)):
         for layout in group_moves(graph.tensors[members[0]].shape, current, level, factors,
                                   allow_rep, allowed):
