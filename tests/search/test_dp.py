@@ -70,6 +70,36 @@ class SolveTest(parameterized.TestCase):
     self.assertTrue(exact.proven_optimal)
     self.assertEqual(exact.cost, best)
 
+  @parameterized.parameters(range(8))
+  def test_gap_bound_brackets_the_optimum(self, seed):
+    # Dense random problems solved with a small table limit: the fallback conditions
+    # some groups; the lower bound (those groups minimised out of each factor apart)
+    # is <= the brute-force optimum <= the solution's cost.
+    domains, fs = random_problem(seed, groups=9, factors=24, max_scope=3, max_domain=3)
+    fs.append(dp.Factor((), np.array(5.0)))  # a constant counts in the bound too
+    _, best = dp.brute_force(domains, fs)
+    sol = dp.solve(domains, fs, max_table=9)
+    self.assertLessEqual(sol.lower_bound, best)
+    self.assertLessEqual(best, sol.cost)
+    if sol.proven_optimal:
+      self.assertEqual(sol.lower_bound, sol.cost)
+    else:
+      self.assertEqual(sol.lower_bound, dp.lower_bound(domains, fs, max_table=9))
+    self.assertEqual(dp.lower_bound(domains, fs), best)  # no fallback: exact
+    exact = dp.solve(domains, fs)
+    self.assertEqual((exact.lower_bound, exact.cost), (best, best))
+
+  def test_gap_bound_of_the_clique(self):
+    rng = np.random.default_rng(0)
+    domains = [3] * 10
+    fs = [dp.Factor((a, b), rng.integers(0, 9, size=(3, 3)).astype(float))
+          for a in range(10) for b in range(a + 1, 10)]
+    sol = dp.solve(domains, fs, max_table=3 ** 4)
+    _, best = dp.brute_force(domains, fs)
+    self.assertFalse(sol.proven_optimal)
+    self.assertLess(sol.lower_bound, best)   # a relaxation: strictly below here
+    self.assertGreater(sol.lower_bound, sum(float(f.table.min()) for f in fs))  # not trivial
+
   def test_a_choice_touching_hundreds_of_groups_is_solved_exactly(self):
     # A wide op's choice variable (3 options) with a pairwise factor per input group (700
     # groups of 3 states: 3^700 entries, beyond a float): the scope of the choice is far

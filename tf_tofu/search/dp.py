@@ -25,6 +25,16 @@ coordinate-descent solution (iterated conditional modes from the per-group
 best), and goes on; the result is feasible and at least as good as that
 coordinate-descent solution, but not proven optimal (``proven_optimal`` is
 False and ``fixed`` lists the conditioned groups).
+
+*Gap bound.*  The solution then comes with a lower bound on the optimum
+(:func:`lower_bound`): the same elimination, where every group it would
+condition is instead minimised out of each of its factors apart,
+
+    F'_f(x_{scope(f) - v}) = min_{x_v} F_f(x_v, x_{scope(f) - v}),
+
+a relaxation (``sum_f F'_f <= sum_f F_f`` at every assignment: each factor
+picks its own ``x_v``), solved exactly.  ``cost - lower_bound`` bounds how far
+the solution can be from the optimum; it is 0 when the DP was exact.
 """
 
 from __future__ import annotations
@@ -60,6 +70,7 @@ class Solution:
   proven_optimal: bool
   fixed: tuple[int, ...]
   width: int
+  lower_bound: float = 0.0  # <= the optimum; == cost when proven_optimal (module docstring)
 
 
 def evaluate(factors: Sequence[Factor], assignment: Sequence[int]) -> float:
@@ -118,14 +129,15 @@ class _FactorGraph:
     self.touching: dict[int, set] = {g: set() for g in range(len(domains))}
     self.shared: dict[int, dict[int, int]] = {g: {} for g in range(len(domains))}
     self.size: list[int] = list(self.domains)
+    self.constant = 0.0  # the sum of the constant factors left (the minimum, at the end)
     self._next_id = 0
     for f in factors:
       self.add(f)
 
   def add(self, f: Factor) -> None:
-    """Adds a factor (a constant one is dropped: the final cost is re-evaluated on the
-    original factors)."""
+    """Adds a factor (a constant one is summed into ``constant``)."""
     if not f.scope:
+      self.constant += float(f.table)
       return
     self.live[self._next_id] = f
     for s in f.scope:
@@ -170,6 +182,13 @@ class _FactorGraph:
       i = f.scope.index(g)
       self.add(Factor(f.scope[:i] + f.scope[i + 1:], np.take(f.table, value, axis=i)))
 
+  def relax(self, g: int) -> None:
+    """Minimises group ``g`` out of every factor that touches it, each on its own."""
+    for fid in sorted(self.touching[g]):
+      f = self.pop(fid)
+      i = f.scope.index(g)
+      self.add(Factor(f.scope[:i] + f.scope[i + 1:], np.min(f.table, axis=i)))
+
   def eliminate(self, g: int) -> tuple[tuple[int, ...], np.ndarray]:
     """Sums the factors touching ``g`` and minimises ``g`` out:
     ``m(rest) = min_{x_g} sum_f f(x_g, rest)``; returns ``(rest, argmin table)``."""
@@ -209,27 +228,22 @@ def fold_single_states(factors: Sequence[Factor], single: Sequence[bool]) -> lis
   return kept + [f for _, _, f in folded]
 
 
-def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20) -> Solution:
-  """Minimises the sum of factors over the group states; see the module docstring.
-
-  Groups of one state take it (:func:`fold_single_states`).  The others are
-  eliminated cheapest table first (a heap keyed by the size of the
-  table their elimination builds, refreshed when a neighbour changes).  When
-  the cheapest table exceeds ``max_table`` entries (or 32 groups), the most
-  connected group of that scope is conditioned on the coordinate-descent
-  solution instead, and the result is reported as not proven optimal.
-  """
-  original = list(factors)
+def _eliminate_all(domains: Sequence[int], factors: Sequence[Factor], max_table: int,
+                   too_wide) -> tuple[_FactorGraph, list, int]:
+  """The bucket elimination of :func:`solve`: groups of one state folded, the others
+  eliminated cheapest table first (a heap keyed by the size of the table their
+  elimination builds, refreshed when a neighbour changes).  When the cheapest table
+  exceeds ``max_table`` entries (or 32 groups), the most connected group of that scope
+  is passed to ``too_wide(factor graph, group)``, which takes it out of the factors.
+  Returns the factor graph, ``(group, rest, argmin)`` per elimination and the width."""
   n = len(domains)
   single = [d == 1 for d in domains]
-  fg = _FactorGraph(domains, fold_single_states(original, single))
+  fg = _FactorGraph(domains, fold_single_states(factors, single))
   free = [g for g in range(n) if not single[g]]
   heap = [(fg.table_size(g), g, 0) for g in free]
   heapq.heapify(heap)
   version = [0] * n
   remaining = set(free)
-  fixed_values: dict[int, int] = {}
-  heuristic: Optional[list[int]] = None
   eliminated: list[tuple[int, tuple[int, ...], np.ndarray]] = []
   width = 0
 
@@ -245,11 +259,8 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
       continue
     scope = fg.scope_of(g)
     if size > max_table or len(scope) > 32:
-      if heuristic is None:
-        heuristic = coordinate_descent(domains, original)
       victim = max(scope, key=lambda s: (len(fg.touching[s]), -s))
-      fixed_values[victim] = heuristic[victim]
-      fg.condition(victim, heuristic[victim])
+      too_wide(fg, victim)
       remaining.discard(victim)
       refresh(scope)
       continue
@@ -261,14 +272,49 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
     if len(eliminated) % 2000 == 0:
       progress.update(f"DP: {n - len(remaining):,} of {n:,} variables eliminated, widest "
                       f"table {width + 1} variables")
-  assignment = [0] * n
+  return fg, eliminated, width
+
+
+def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20) -> Solution:
+  """Minimises the sum of factors over the group states; see the module docstring.
+
+  Groups of one state take it (:func:`fold_single_states`); the others are
+  eliminated (:func:`_eliminate_all`).  A group too wide to eliminate is
+  conditioned on the coordinate-descent solution instead, and the result is
+  reported as not proven optimal, with :func:`lower_bound`.
+  """
+  original = list(factors)
+  fixed_values: dict[int, int] = {}
+  heuristic: list[list[int]] = []
+
+  def condition(fg: _FactorGraph, victim: int) -> None:
+    if not heuristic:
+      heuristic.append(coordinate_descent(domains, original))
+    fixed_values[victim] = heuristic[0][victim]
+    fg.condition(victim, heuristic[0][victim])
+
+  _, eliminated, width = _eliminate_all(domains, original, max_table, condition)
+  assignment = [0] * len(domains)
   for g, v in fixed_values.items():
     assignment[g] = v
   for g, scope, arg in reversed(eliminated):  # back-pointers, last eliminated first
     assignment[g] = int(arg[tuple(assignment[s] for s in scope)]) if scope else int(arg)
-  return Solution(tuple(assignment), evaluate(original, assignment), not fixed_values,
-                  tuple(sorted(fixed_values)), width)
+  cost = evaluate(original, assignment)
+  bound = lower_bound(domains, original, max_table) if fixed_values else cost
+  return Solution(tuple(assignment), cost, not fixed_values, tuple(sorted(fixed_values)), width,
+                  min(bound, cost))
 
+
+def lower_bound(domains: Sequence[int], factors: Sequence[Factor],
+                max_table: int = 1 << 20) -> float:
+  """A lower bound on ``min_x sum_f F_f(x)``: the elimination of :func:`solve` with each
+  group it cannot eliminate minimised out of every factor on its own (module
+  docstring, "Gap bound"); exact when no group is too wide."""
+  single = [d == 1 for d in domains]
+  constant = sum(float(f.table.reshape(-1)[0]) for f in factors
+                 if f.scope and all(single[s] for s in f.scope))  # folded away, not summed
+  fg, _, _ = _eliminate_all(domains, factors, max_table, _FactorGraph.relax)
+  return constant + fg.constant
 
 
 def brute_force(domains: Sequence[int], factors: Sequence[Factor]) -> tuple[tuple[int, ...], float]:
