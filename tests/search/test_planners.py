@@ -73,6 +73,21 @@ class ZooPlannersTest(parameterized.TestCase):
     self.assertFalse(narrow.proven_optimal)
     self.assertIn("not proven optimal", narrow.report())
     self.assertGreaterEqual(narrow.total_bytes, 0)
+    # Per level: exact or not, DP width, and the gap bound, which brackets the optimum
+    # (one level at k = 2: the exact plan's objective is that level's optimum).
+    (level,) = exact.level_search
+    self.assertEqual((level["n"], level["exact"], level["fixed"], level["gap_bound"]),
+                     (2, True, 0, 0.0))
+    self.assertIn(f"level 1 (n=2): exact, DP width {level['width']}", exact.report())
+    (level,) = narrow.level_search
+    self.assertFalse(level["exact"])
+    self.assertGreater(level["fixed"], 0)
+    self.assertGreater(narrow.objective, exact.objective)
+    self.assertGreaterEqual(level["gap_bound"], narrow.objective - exact.objective)
+    self.assertIn(f"level 1 (n=2): not exact ({level['fixed']} tensor groups fixed", narrow.report())
+    self.assertIn("of the level's optimum", narrow.report())
+    self.assertEqual(tf_tofu.Plan.from_json(narrow.to_json()).level_search, narrow.level_search)
+    self.assertEqual(tf_tofu.plan(graph, devices=2, planner="allrow").level_search, ())
 
 
   def test_unknown_search_option_is_named(self):

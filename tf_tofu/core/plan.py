@@ -10,6 +10,11 @@ holds, for ``k = n_1 * ... * n_L`` devices:
   conversion (exactly what the rewrite sends, ``search.evaluate``);
 * the per-level choices with the runner-up's cost, whether each level's DP was
   exact (``proven_optimal``), and notes (ops left whole and why);
+* ``level_search``: per level of Tofu's recursion (the search ``proven_optimal``
+  speaks of), the workers ``n``, whether its DP was ``exact``, the DP ``width``,
+  the tensor groups ``fixed`` by the fallback and the ``gap_bound``: how many
+  bytes the level's cost may be above its optimum (0 when exact;
+  ``search.dp.lower_bound``).  Empty for a baseline planner;
 * ``found_by``: the planner whose search produced the layouts (for ``tofu``,
   its recursion or, when one moves fewer bytes, a baseline's:
   ``search.planners``, "never worse than a baseline"; a note says when the
@@ -97,6 +102,7 @@ class Plan:
   bandwidth: Mapping[str, float] = dataclasses.field(default_factory=dict)
   comm_time: Optional[float] = None   # predicted communication time per step, in seconds
   placement: str = ""
+  level_search: tuple[dict, ...] = ()
 
   def __repr__(self) -> str:
     return (f"Plan({self.planner}, {self.k} devices, {self.total_bytes} B/step, "
@@ -127,6 +133,7 @@ class Plan:
         "bandwidth": dict(self.bandwidth),
         "comm_time": self.comm_time,
         "placement": self.placement,
+        "level_search": [dict(lvl) for lvl in self.level_search],
         "layouts": {t: [str(s) for s in v] for t, v in sorted(self.layouts.items())},
         "strategies": {o: list(v) for o, v in sorted(self.strategies.items())},
         "op_bytes": dict(sorted(self.op_bytes.items())),
@@ -168,7 +175,8 @@ class Plan:
                  bandwidth={str(k): float(v) for k, v in (d.get("bandwidth") or {}).items()},
                  comm_time=(None if d.get("comm_time") is None
                                else float(d["comm_time"])),
-                 placement=str(d.get("placement") or ""))
+                 placement=str(d.get("placement") or ""),
+                 level_search=tuple(_level_entry(lvl) for lvl in d.get("level_search") or ()))
     except (KeyError, TypeError, ValueError) as e:
       if isinstance(e, PlanError):
         raise
@@ -206,6 +214,11 @@ class Plan:
         f"; search time {self.search_seconds:.2f} s",
         f"  found by: {self.found_by or self.planner}",
     ]
+    for i, lvl in enumerate(self.level_search):
+      lines.append(f"  level {i + 1} (n={lvl['n']}): " + (
+          f"exact, DP width {lvl['width']}" if lvl["exact"] else
+          f"not exact ({lvl['fixed']} tensor groups fixed by coordinate descent), DP width "
+          f"{lvl['width']}; within {human_bytes(lvl['gap_bound'])} of the level's optimum"))
     if self.link_bytes or self.comm_time is not None:
       lines.append("  bytes per link class: " + (", ".join(
           f"{c} {human_bytes(b)} ({b} B)" for c, b in self.link_bytes.items()) or "none")
@@ -245,6 +258,12 @@ class Plan:
     if len(self.notes) > top:
       lines.append(f"  ... {len(self.notes) - top} more notes")
     return "\n".join(lines)
+
+
+def _level_entry(d: Mapping[str, Any]) -> dict:
+  """One ``level_search`` entry of plan JSON, typed."""
+  return dict(n=int(d["n"]), exact=bool(d["exact"]), width=int(d["width"]),
+              fixed=int(d["fixed"]), gap_bound=float(d["gap_bound"]))
 
 
 def human_bytes(b: float) -> str:
@@ -301,4 +320,5 @@ def plan_from_search(result, graph, planner: str, devices: Sequence[str],
               proven_optimal=bool(result.proven_optimal and planner == "tofu"),
               notes=tuple(notes), graph_signature=graph_signature(graph),
               search_seconds=result.seconds, found_by=result.found_by or planner,
+              level_search=tuple(result.level_search) if planner == "tofu" else (),
               **dict(links or {}))

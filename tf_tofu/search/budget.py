@@ -251,7 +251,7 @@ def pick(tried: list[Candidate], budget: float,
   note = (f"memory budget {show_budget(budget)}: the {best.label} search's plan (peak "
           f"{human_bytes(best.peak)}) moves {best.bytes:,} B per step; Tofu's cut-only plan "
           f"{cut.bytes:,} B (peak {human_bytes(cut.peak)}); {len(tried)} plans tried")
-  exact = best.result.proven_optimal if best.result.found_by == "tofu" else (
-      cut.result.proven_optimal)
-  return dataclasses.replace(best.result, seconds=seconds, proven_optimal=exact,
+  proof = best.result if best.result.found_by == "tofu" else cut.result
+  return dataclasses.replace(best.result, seconds=seconds, proven_optimal=proof.proven_optimal,
+                             level_search=proof.level_search,
                              notes=best.result.notes + (note,)), best.peak

@@ -79,6 +79,9 @@ class LevelResult:
   proven_optimal: bool
   width: int
   fixed_groups: int
+  # How far the DP's objective may be above the level's optimum (``dp.lower_bound``):
+  # 0 when the DP was exact.
+  gap_bound: float = 0.0
 
 
 def candidate_states(shape: Sequence[int], n: int, allow_rep: bool) -> tuple[State, ...]:
@@ -604,7 +607,7 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
 
 
 def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optimal: bool,
-                 width: int = 0, fixed_groups: int = 0) -> LevelResult:
+                 width: int = 0, fixed_groups: int = 0, gap_bound: float = 0.0) -> LevelResult:
   """Given group states, every op group takes its cheapest joint option (first on ties).
 
   ``assignment`` gives the groups' states (any unit choice variables after
@@ -638,7 +641,8 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
   states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
                      objective=dp.evaluate(problem.factors, full),
-                     proven_optimal=proven_optimal, width=width, fixed_groups=fixed_groups)
+                     proven_optimal=proven_optimal, width=width, fixed_groups=fixed_groups,
+                     gap_bound=gap_bound)
 
 
 def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
@@ -659,4 +663,5 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                                               problem.factors + problem.penalties,
                                               max_table=max_table))
   sol = cache.solutions[key][1]
-  return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed))
+  return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed),
+                      sol.cost - sol.lower_bound)

@@ -113,6 +113,7 @@ def run(planner: str, graph: SearchGraph, k: int, describer: Describer,
   progress.update(f"exact improvement pass on {best.found_by}'s plan")
   best, notes = _improved(best, graph, groups, describer, options, memo, notes)
   return dataclasses.replace(best, proven_optimal=result.proven_optimal, notes=notes,
+                             level_search=result.level_search,
                              seconds=seconds + time.perf_counter() - start)
 
 

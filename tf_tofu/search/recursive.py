@@ -68,6 +68,8 @@ class SearchResult:
   seconds: float
   found_by: str = ""              # the planner whose search produced this plan
   notes: tuple[str, ...] = ()
+  # Per level of the search ``proven_optimal`` speaks of (``level_summary``).
+  level_search: tuple[dict, ...] = ()
   # Every factor order's result (in the order tried; each without candidates of its own).
   candidates: tuple["SearchResult", ...] = ()
 
@@ -119,8 +121,18 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
 def level_notes(levels: Sequence[onecut.LevelResult]) -> tuple[str, ...]:
   """What the plan report says of levels whose DP was not exact."""
   return tuple(f"level {i + 1}: too wide for exact DP (limit reached); {lvl.fixed_groups} tensor "
-               "groups were fixed by coordinate descent, so it is not proven optimal"
+               "groups were fixed by coordinate descent, so it is not proven optimal; its "
+               f"cost is within {lvl.gap_bound:,.0f} B of the level's optimum (gap bound)"
                for i, lvl in enumerate(levels) if lvl.fixed_groups)
+
+
+def level_summary(levels: Sequence[onecut.LevelResult]) -> tuple[dict, ...]:
+  """Per level: workers ``n``, whether its DP was ``exact``, the DP ``width`` (the most
+  variables a table of its elimination spans, less one), the tensor groups it
+  ``fixed`` by coordinate descent, and the ``gap_bound`` (bytes; 0 when exact)."""
+  return tuple(dict(n=lvl.n, exact=bool(lvl.proven_optimal), width=int(lvl.width),
+                    fixed=int(lvl.fixed_groups), gap_bound=float(lvl.gap_bound))
+               for lvl in levels)
 
 
 def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: LevelSolver,
@@ -145,7 +157,7 @@ def search(graph: SearchGraph, groups, k: int, describer: Describer, solve: Leve
       groups_at *= n
     cand = SearchResult(tuple(order), layouts, strategies, tuple(results), ev, objective,
                         all(r.proven_optimal for r in results), tuple(orders), 0.0,
-                        notes=level_notes(results))
+                        notes=level_notes(results), level_search=level_summary(results))
     progress.update(f"factor order {order}: {ev.total_bytes:,} bytes per step")
     candidates.append(cand)
     if best is None or ev.total_bytes < best.evaluation.total_bytes:
