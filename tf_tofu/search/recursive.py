@@ -107,14 +107,23 @@ def run_levels(graph: SearchGraph, groups, factors: Sequence[int], describer: De
       res = solve(graph, groups, contexts, shapes, n, level, memo.pricing(n))
     results.append(res)
     for g, members in enumerate(groups):
+      state = res.group_states[g]
+      shape = block_shape(shapes[members[0]], state, n)  # a group's members share a shape
       for t in members:
-        layouts[t].append(res.group_states[g])
-        shapes[t] = block_shape(shapes[t], res.group_states[g], n)
+        layouts[t].append(state)
+        shapes[t] = shape
+    # (id of a context, decision) -> (the context, kept alive so the id stays its own, and
+    # its sub-op): the ops that share a context descend once.
+    sub_ops: dict = {}
     for name, choice in res.choices.items():
       strategies[name].append(choice.strategy)
       # Equal ops (and planners that agree) hold the same sub-op objects afterwards.
-      contexts[name] = tiling.descend(contexts[name], choice.strategy, n, n - 1, describer,
-                                      level + 1).context
+      ctx = contexts[name]
+      got = sub_ops.get((id(ctx), choice.strategy))
+      if got is None:
+        got = sub_ops[(id(ctx), choice.strategy)] = (ctx, tiling.descend(
+            ctx, choice.strategy, n, n - 1, describer, level + 1).context)
+      contexts[name] = got[1]
   return results, {t: tuple(v) for t, v in layouts.items()}, {o: tuple(v) for o, v in strategies.items()}
 
 
