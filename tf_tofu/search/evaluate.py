@@ -162,15 +162,15 @@ class PlanPricer:
       got = self.held_cache[key] = held_regions(shape, key[1], self.factors)
     return key, got
 
-  def account(self, tensor: str, what: str, counted: tuple, ops: Sequence[str]) -> None:
+  def account(self, tensor: str, verb: str, counted: tuple, ops: Sequence[str]) -> None:
     """Adds a conversion of ``levels[l]`` elements at level l (``pairs``: the elements
     between two devices, as :meth:`elements_per_level` gives them; ``counted = (levels,
-    pairs)``), its bytes shared by ``ops``."""
+    pairs)``), its bytes shared by ``ops``; it is reported as ``"<verb> <ops>"``."""
     levels, pairs = counted
-    size = self.graph.tensors[tensor].itemsize
-    lv = [x * size for x in levels]
-    total = sum(lv)
-    if total:
+    if any(levels):
+      size = self.graph.tensors[tensor].itemsize
+      lv = [x * size for x in levels]
+      total = sum(lv)
       for i, b in enumerate(lv):
         self.level_bytes[i] += b
       use = self.pair_uses.get(id(pairs))  # expanded per device pair in result()
@@ -181,7 +181,7 @@ class PlanPricer:
       share = total // len(ops)
       for j, o in enumerate(ops):
         self.op_bytes[o] += share + (total - share * len(ops) if j == 0 else 0)
-      self.conversions.append(Conversion(tensor, what, total, tuple(lv)))
+      self.conversions.append(Conversion(tensor, f"{verb} {', '.join(ops)}", total, tuple(lv)))
 
   def elements_per_level(self, flows: transfers.Flows) -> tuple[list[int], tuple]:
     """``(elements per level, (pair ids, elements per pair))`` of ``flows``, the pair
@@ -201,7 +201,7 @@ class PlanPricer:
   def add_op(self, op) -> None:
     """Prices what ``op`` produces and records what it needs (priced by :meth:`add_feeds`)."""
     for t in self.record(op):
-      self.account(t, f"produce {op.name}", self.produced(t, *self.held(t)), [op.name])
+      self.account(t, "produce", self.produced(t, *self.held(t)), [op.name])
 
   def record(self, op) -> tuple[str, ...]:
     """Records what ``op`` needs of each input and, as their producer, its tiles for each
@@ -256,7 +256,7 @@ class PlanPricer:
     for t, by_need in self.needs.items():
       hkey, h = self.held(t)
       for need_id, (need, ops) in by_need.items():
-        self.account(t, "feed " + ", ".join(ops), self.fed(hkey, h, need_id, need), ops)
+        self.account(t, "feed", self.fed(hkey, h, need_id, need), ops)
 
   def tensor_elements(self, t: str, layout: Sequence[State]) -> int:
     """The elements of every conversion of ``t`` (its production and its distinct needs,
