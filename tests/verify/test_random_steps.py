@@ -7,6 +7,7 @@ bound, counted bytes == predicted, every node on a plan device).  The long
 campaign is ``tofu fuzz``.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -62,6 +63,29 @@ class HandPickedTest(absltest.TestCase):
       self.assertTrue(rs._valid(spec))
       self.assertEqual(rs.check(spec), [], spec.to_json())
 
+  def test_never_worse_plans_that_the_improvement_pass_moved(self):
+    """Found by the generator: a baseline's plan the pass then improves (dims 7 < k = 8),
+    and Tofu's own plan improved (k = 4); both run exactly and count what they predict."""
+    cases = ((_spec(input="tokens", batch=1, dims=(7, 7, 2), k=8, comm="collective",
+                    loss="mse", optimizer="momentum", classes=2, seed=59637,
+                    blocks=(rs.Block("attention", 7, 1, 1, "VALID"),) * 2),
+              "on megatron's plan"),
+             (_spec(input="image", batch=5, dims=(4, 5, 6), k=4, comm="collective",
+                    optimizer="momentum", classes=4, seed=36599,
+                    blocks=(rs.Block("avg_pool", 5, 3, 1, "SAME"),
+                            rs.Block("image_residual", 7, 3, 2, "VALID"),
+                            rs.Block("depthwise", 9, 3, 2, "VALID"),
+                            rs.Block("depthwise", 8, 1, 1, "SAME"))),
+              "on tofu's plan"))
+    for spec, whose in cases:
+      spec = dataclasses.replace(spec, never_worse=True)
+      self.assertTrue(rs._valid(spec))
+      fn, inputs, _ = rs.build_step(spec)
+      plan = tf_tofu.function(fn, devices=spec.k, never_worse=True).plan(*inputs[0])
+      self.assertTrue(any(n.startswith("exact improvement pass") and whose in n
+                          for n in plan.notes), plan.notes)
+      self.assertEqual(rs.check(spec), [], spec.to_json())
+
   def test_a_wrong_byte_count_is_reported(self):
     real = tf_tofu.count_transfer_bytes
     import tf_tofu.ops.counting as counting
@@ -87,6 +111,25 @@ class SpecTest(absltest.TestCase):
     self.assertEqual(rs.StepSpec.from_json(spec.to_json()), spec)
     json.loads(spec.to_json())
 
+  def test_a_spec_written_before_never_worse_loads_without_it(self):
+    d = json.loads(_spec(never_worse=True).to_json())
+    del d["never_worse"]
+    self.assertFalse(rs.StepSpec.from_json(json.dumps(d)).never_worse)
+
+  def test_never_worse_is_drawn_for_tofu_alone(self):
+    drawn = []
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(rs.step_specs())
+    def collect(spec):
+      drawn.append((spec.planner, spec.never_worse))
+
+    collect()
+    self.assertTrue(all(p == "tofu" for p, nw in drawn if nw), drawn)
+    self.assertIn(("tofu", True), drawn)
+    self.assertIn(("tofu", False), drawn)
+
   def test_valid_rejects_windows_larger_than_the_image(self):
     self.assertFalse(rs._valid(_spec(input="image", dims=(3, 3, 1),
                                      blocks=(rs.Block("max_pool", kernel=3, stride=2,
@@ -108,6 +151,11 @@ class ShrinkTest(absltest.TestCase):
     self.assertEqual([b.kind for b in small.blocks], ["softmax"])
     self.assertEqual((small.k, small.planner, small.comm, small.optimizer, small.loss),
                      (2, "tofu", "plain", "sgd", "sparse_xent"))
+
+  def test_never_worse_is_dropped_when_the_failure_stays(self):
+    small = rs.shrink(_spec(never_worse=True), lambda s: ["bytes: counted 1 != predicted 2"],
+                      budget=200)
+    self.assertFalse(small.never_worse)
     self.assertEqual((small.batch, small.dims, small.classes), (1, (1,), 2))
 
   def test_a_passing_spec_is_left_alone(self):

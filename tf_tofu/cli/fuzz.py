@@ -4,7 +4,7 @@
 
 Draws random float64 training steps (``tf_tofu.verify.random_steps``: dense,
 convolutional and attention blocks, odd sizes, SGD / momentum / Adam, k in
-2..8, every planner, both comm forms), and for each one traces, plans,
+2..8, every planner, ``never_worse`` on and off, both comm forms), and for each one traces, plans,
 rewrites and runs two steps partitioned; the losses and variables must equal
 the unpartitioned run, the counted bytes the plan's, and every node must sit
 on a plan device.  Prints progress, then ``N tried, F failed``; writes a

@@ -7,7 +7,8 @@ training step: an input kind (``dense`` ``(B, F)``, ``image`` ``(B, H, W, C)``,
 ops with broadcasting, reductions, reshape / transpose / concat / slice /
 gather, softmax, layer norm, batch norm, residual adds), a loss (sparse or
 dense softmax cross entropy, squared error), an optimizer (SGD, momentum,
-Adam), and the partition request (k, planner, comm form).  Dims are drawn
+Adam), and the partition request (k, planner, comm form and, for ``tofu``,
+whether ``never_worse`` runs the rivals and the exact improvement pass).  Dims are drawn
 small and often do not divide k or are smaller than k.
 
 :func:`build_step` turns a spec into a ``tf.function`` with its variables and
@@ -67,6 +68,7 @@ class StepSpec:
   planner: str
   comm: str
   seed: int = 0
+  never_worse: bool = False      # tofu only: rivals and the exact improvement pass
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -336,7 +338,8 @@ def check(spec: StepSpec) -> list[str]:
   try:
     fn, inputs, _ = build_step(spec)
     ref = equivalence.Reference(fn, inputs)
-    f = tf_tofu.function(fn, devices=spec.k, planner=spec.planner, comm=spec.comm)
+    f = tf_tofu.function(fn, devices=spec.k, planner=spec.planner, comm=spec.comm,
+                         never_worse=spec.never_worse)
     xs = inputs[0]
     plan = f.plan(*xs)
     p = f.partitioned(*xs)
@@ -370,6 +373,8 @@ def _smaller(spec: StepSpec):
     yield rep(spec, blocks=spec.blocks[:i] + spec.blocks[i + 1:])
   if spec.k > 2:
     yield rep(spec, k=2)
+  if spec.never_worse:
+    yield rep(spec, never_worse=False)
   if spec.planner != "tofu":
     yield rep(spec, planner="tofu")
   if spec.comm != "plain":
@@ -459,6 +464,8 @@ def step_specs(max_k: int = 8):
                  k=draw(st.integers(2, max_k)), planner=draw(st.sampled_from(planner_names)),
                  comm=draw(st.sampled_from(["plain", "collective"])),
                  seed=draw(st.integers(0, 2**16)))
+    if s.planner == "tofu":
+      s = dataclasses.replace(s, never_worse=draw(st.booleans()))
     return s
 
   return spec().filter(_valid)
