@@ -30,6 +30,11 @@ allow:
 solved exactly (optimal per level, cut-only storage unless replication is
 allowed); the plan returned moves no more bytes than that recursion's.
 
+Under a topology of several link classes (``search.topology_search``) the
+planner and the improvement pass are still chosen by bytes; the factor order
+and device order of least predicted time are then chosen among the chosen
+planner's factor orders, the improved plan in place of the one it improved.
+
 **Memory budget.**  With ``options.memory_budget`` set, ``run("tofu", ...)``
 is the budget search of :mod:`tf_tofu.search.budget` (its candidates include
 datapar, and with ``never_worse`` every rival of replicated storage; no
