@@ -8,6 +8,8 @@ a pass reports saved are exactly what ``evaluate`` then counts, and that it
 finds moves where the recursion leaves bytes on the table.
 """
 
+from unittest import mock
+
 from tests import cpu_devices  # noqa: F401  (splits the CPU before TensorFlow starts)
 
 from absl.testing import absltest, parameterized  # noqa: E402
@@ -69,6 +71,17 @@ class ImproveTest(parameterized.TestCase):
     found = _improved(graph, describer, groups, result)
     self.assertEqual((found.moves, found.saved_bytes), (1, 24))
     self.assertEqual(_improved(graph, describer, groups, result), found)  # deterministic
+
+  def test_reports_progress_over_the_groups(self):
+    graph, describer, groups, result = _planned(0, 4)
+    said = []
+    with mock.patch.object(improve, "PROGRESS_EVERY", 2), \
+         mock.patch.object(improve.progress, "update", said.append):
+      _improved(graph, describer, groups, result)
+    self.assertGreaterEqual(len(groups), 2)
+    self.assertIn(f"exact improvement pass, sweep 1: 2/{len(groups):,} tensor groups, 0 moves",
+                  said)
+    self.assertLen([m for m in said if "sweep 1:" in m], len(groups) // 2)
 
   @parameterized.parameters(*range(8))
   def test_moved_layouts_are_states_the_search_could_choose(self, seed):

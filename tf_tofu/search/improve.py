@@ -34,12 +34,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Optional, Sequence
 
+from tf_tofu.core import progress
 from tf_tofu.core.states import State
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import onecut
 from tf_tofu.search.evaluate import EvalCache, PlanPricer
 from tf_tofu.search.recursive import block_shape
+
+
+PROGRESS_EVERY = 2000  # tensor groups between progress updates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,9 +103,12 @@ def improve(graph: SearchGraph, groups: Sequence[Sequence[str]], factors: Sequen
 
   layouts = {t: tuple(v) for t, v in layouts.items()}
   moves = saved = 0
-  for _ in range(max_sweeps):
+  for sweep in range(max_sweeps):
     moved = False
-    for members in groups:
+    for i, members in enumerate(groups):
+      if (i + 1) % PROGRESS_EVERY == 0:
+        progress.update(f"exact improvement pass, sweep {sweep + 1}: {i + 1:,}/{len(groups):,} "
+                        f"tensor groups, {moves} moves")
       current = layouts[members[0]]
       if any(layouts[t] != current for t in members) or not any(
           term(t, current) for t in members):
