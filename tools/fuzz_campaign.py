@@ -33,11 +33,11 @@ def main(argv):
   import tensorflow as tf
   tf.config.set_soft_device_placement(False)
   from tf_tofu.verify import campaign
-  result = campaign.run(FLAGS.examples, FLAGS.seed, FLAGS.out_dir,
-                        progress=lambda line: print(line, flush=True))
   import subprocess
   head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=benchdoc.ROOT,
-                        capture_output=True, text=True).stdout.strip() or "?"
+                        capture_output=True, text=True).stdout.strip() or "?"  # what is run
+  result = campaign.run(FLAGS.examples, FLAGS.seed, FLAGS.out_dir,
+                        progress=lambda line: print(line, flush=True))
   kinds = "".join(f"| {kind} | {n} |\n" for kind, n in result.by_kind) or "| (none) | 0 |\n"
   body = (f"At commit {head}.  Random float64 training steps (`tf_tofu.verify.random_steps`), each traced, planned, "
           f"rewritten and run for two steps on 8 logical CPU devices; checked: losses and "
