@@ -4,13 +4,13 @@
 
 Draws random float64 training steps (``tf_tofu.verify.random_steps``: dense,
 convolutional and attention blocks, odd sizes, SGD / momentum / Adam, k in
-2..8, every planner, ``never_worse`` on and off, both comm forms), and for each one traces, plans,
-rewrites and runs two steps partitioned; the losses and variables must equal
-the unpartitioned run, the counted bytes the plan's, and every node must sit
-on a plan device.  Prints progress, then ``N tried, F failed``; writes a
-shrunk standalone reproduction script per failure (up to --max_reproductions)
-into --out_dir and exits 1 when anything failed.  Needs hypothesis
-(``pip install tf_tofu[test]``).
+2..8, every planner, ``never_worse`` on and off, both comm forms), and for
+each one traces, plans, rewrites and runs two steps partitioned; the losses
+and variables must equal the unpartitioned run, the counted bytes the plan's,
+and every node must sit on a plan device.  Prints progress, then ``N tried,
+F failed``; writes a shrunk standalone reproduction script per failure (up to
+--max_reproductions) into --out_dir and exits 1 when anything failed.  Needs
+hypothesis (``pip install tf_tofu[test]``).
 """
 
 from __future__ import annotations

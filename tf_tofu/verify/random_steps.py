@@ -8,8 +8,8 @@ ops with broadcasting, reductions, reshape / transpose / concat / slice /
 gather, softmax, layer norm, batch norm, residual adds), a loss (sparse or
 dense softmax cross entropy, squared error), an optimizer (SGD, momentum,
 Adam), and the partition request (k, planner, comm form and, for ``tofu``,
-whether ``never_worse`` runs the rivals and the exact improvement pass).  Dims are drawn
-small and often do not divide k or are smaller than k.
+whether ``never_worse`` runs the rivals and the exact improvement pass).
+Dims are drawn small and often do not divide k or are smaller than k.
 
 :func:`build_step` turns a spec into a ``tf.function`` with its variables and
 inputs; :func:`check` runs trace -> plan -> rewrite -> two partitioned steps
