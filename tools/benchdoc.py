@@ -30,14 +30,24 @@ def _cpu() -> str:
   return platform.machine()
 
 
+def _pattern(name: str) -> re.Pattern:
+  return re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n", re.S)
+
+
+def read_section(name: str) -> str:
+  """The section ``name`` as it stands in docs/benchmarks.md ("" when there is none)."""
+  text = open(DOC).read() if os.path.exists(DOC) else ""
+  found = _pattern(name).search(text)
+  return found.group(0) if found else ""
+
+
 def write_section(name: str, command: str, body: str) -> None:
   text = open(DOC).read() if os.path.exists(DOC) else HEADER
   stamp = datetime.date.today().isoformat()
   machine = f"{_cpu()}, {os.cpu_count()} cores, Python {platform.python_version()}"
   section = (f"<!-- begin {name} -->\n## {name}\n\nCommand: `{command}` ({stamp}; {machine})\n\n"
              f"{body.rstrip()}\n<!-- end {name} -->\n")
-  pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n",
-                       re.S)
+  pattern = _pattern(name)
   text = pattern.sub(lambda _: section, text) if pattern.search(text) else (
       text.rstrip() + "\n\n" + section)
   os.makedirs(os.path.dirname(DOC), exist_ok=True)
