@@ -9,8 +9,15 @@ op left whole) touching tensor groups ``g`` costs
                        + sum_{outputs o} produce(made_sigma(o) -> held(x_{g(o)})) ]
 
 bytes, with the conversions of ``tf_tofu.layout.transfers`` evaluated on the sub-op's
-own shapes.  Source, read and update ops cost nothing (their tensors are
-tied to what they feed or store).  ``dp.solve`` minimises ``sum_f F_f``
+own shapes.  Source and read ops cost nothing (their tensors are tied to
+what they feed).  An update op runs on every shard of its variable: the
+inputs on the shards are tied to the variable and cost nothing, and every
+other input ``t`` (``view.update_slots``: the rows and indices of a sparse
+update) is needed whole on each worker, the unary factor
+
+    U_t(x_g(t)) = gather(held(x_g(t)) -> the whole block, on each of the n workers),
+
+as ``evaluate`` counts it.  ``dp.solve`` minimises ``sum_f F_f + sum_t U_t``
 exactly; each op then takes its argmin strategy, and the runner-up's cost is
 kept for the report.
 
@@ -56,7 +63,7 @@ from tf_tofu.opdefs import analysis
 from tf_tofu.opdefs.registry import Describer, context_key
 from tf_tofu.core.states import REP, Cut, Partial, State
 from tf_tofu.search import dp
-from tf_tofu.graph.view import SOp, SearchGraph
+from tf_tofu.graph.view import SOp, SearchGraph, update_slots
 from tf_tofu.layout.tiling import REPLICATE, SINGLE, held_regions
 
 
@@ -416,9 +423,28 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
       units.append((tuple(members), sub_scope, names, stack))
     if (count + 1) % 2000 == 0:
       progress.update(f"priced {count + 1:,}/{len(todo):,} op groups")
+  factors.extend(_update_factors(graph, shapes, n, describer, group_of, tensor_domains,
+                                 itemsize_of, pricer))
   penalties = storage_factors(graph, groups, shapes, domains, n, storage_price)
   return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes),
                       penalties)
+
+
+def _update_factors(graph: SearchGraph, shapes, n: int, describer: Describer, group_of,
+                    tensor_domains, itemsize_of, pricer) -> list[dp.Factor]:
+  """``U_t`` of the module docstring: per update op, per input it needs whole, a unary
+  factor over that input's tensor group."""
+  out = []
+  for op in graph.ops:
+    if op.kind != "update":
+      continue
+    for i in update_slots(graph, op)[1]:
+      t = op.inputs[i]
+      whole = (describer.pool.whole(shapes[t]),) * n
+      vec = pricer.feed(shapes[t], tensor_domains[t], whole, itemsize_of[t])
+      if vec.any():
+        out.append(dp.Factor((group_of[t],), vec))
+  return out
 
 
 def _wiring(members: Sequence[SOp], used: Sequence[tuple], group_of: Mapping[str, int]) -> tuple:
