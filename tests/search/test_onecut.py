@@ -170,7 +170,6 @@ class BruteForceTest(parameterized.TestCase):
     self.assertLessEqual(res.evaluation.total_bytes, res.objective)
     self.assertTrue(res.proven_optimal)
 
-
   def test_a_sparse_update_is_priced_at_its_level(self):
     # The embedding's SGD update (ResourceScatterSub) runs on every shard and needs
     # its rows and indices whole: the DP prices that gather, so at one level its

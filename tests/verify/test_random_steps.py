@@ -151,12 +151,12 @@ class ShrinkTest(absltest.TestCase):
     self.assertEqual([b.kind for b in small.blocks], ["softmax"])
     self.assertEqual((small.k, small.planner, small.comm, small.optimizer, small.loss),
                      (2, "tofu", "plain", "sgd", "sparse_xent"))
+    self.assertEqual((small.batch, small.dims, small.classes), (1, (1,), 2))
 
   def test_never_worse_is_dropped_when_the_failure_stays(self):
     small = rs.shrink(_spec(never_worse=True), lambda s: ["bytes: counted 1 != predicted 2"],
                       budget=200)
     self.assertFalse(small.never_worse)
-    self.assertEqual((small.batch, small.dims, small.classes), (1, (1,), 2))
 
   def test_a_passing_spec_is_left_alone(self):
     spec = _spec()
