@@ -11,7 +11,9 @@ their scopes), with binary ``x[v, s]`` (variable ``v`` takes state ``s``) and
 With ``x`` integral the second family leaves exactly one entry of each table
 at 1 (the one every variable of its scope agrees with), so the optimum is
 ``min_x sum_f table_f[x_scope_f]``: the problem ``search.dp`` solves.  Only
-``x`` is declared integer; HiGHS's branch and bound proves the optimum.
+``x`` is declared integer; HiGHS's branch and bound proves the optimum.  An
+infinite entry (a forbidden combination: ``onecut``'s shared needs) is a
+``w`` fixed at 0.
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ def solve(sizes: Sequence[int], factors) -> float:
   rows: list[tuple[list[int], list[float]]] = []
   for v, size in enumerate(sizes):
     rows.append((list(range(x_base[v], x_base[v] + size)), [1.0] * size))
+  upper = np.ones(n_cols)
   for f, base in zip(factors, w_base):
-    cost[base:base + f.table.size] = f.table.ravel()
+    table = f.table.ravel()
+    allowed = np.isfinite(table)
+    cost[base:base + f.table.size] = np.where(allowed, table, 0.0)
+    upper[base:base + f.table.size] = allowed
     entries = np.indices(f.table.shape).reshape(len(f.scope), -1)
     for i, v in enumerate(f.scope):
       for s in range(sizes[v]):
@@ -46,7 +52,7 @@ def solve(sizes: Sequence[int], factors) -> float:
   lp.num_row_ = len(rows)
   lp.col_cost_ = cost
   lp.col_lower_ = np.zeros(n_cols)
-  lp.col_upper_ = np.ones(n_cols)
+  lp.col_upper_ = upper
   lp.row_lower_ = np.array([1.0] * len(sizes) + [0.0] * (len(rows) - len(sizes)))
   lp.row_upper_ = lp.row_lower_.copy()
   lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise

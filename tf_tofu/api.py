@@ -39,7 +39,7 @@ Constraints = Mapping[str, Union[str, Sequence[str]]]
 
 
 # SearchOptions fields a caller may set by keyword (the constraints come resolved).
-OPTIONS = ("max_table", "allow_rep_storage", "never_worse", "memory_budget")
+OPTIONS = ("max_table", "allow_rep_storage", "never_worse", "needs_once", "memory_budget")
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -109,7 +109,7 @@ def plan_view(graph: view.SearchGraph, devices: devices_lib.Devices, planner: st
       device order are chosen for the least predicted time (``search.topology_search``);
       with one link class that is the fewest bytes.
     **options: further SearchOptions fields (``OPTIONS``: max_table, allow_rep_storage,
-      never_worse, memory_budget: bytes per device, math.inf, or a string such as
+      never_worse, needs_once, memory_budget: bytes per device, math.inf, or a string such as
       "16GiB" / "1.5GB" (``search.budget.parse_memory_budget``); the fewest-bytes plan
       whose estimated worst-device peak fits, replicating storage where it pays).
   """

@@ -12,9 +12,12 @@ holds, for ``k = n_1 * ... * n_L`` devices:
   exact (``proven_optimal``), and notes (ops left whole and why);
 * ``level_search``: per level of Tofu's recursion (the search ``proven_optimal``
   speaks of), the workers ``n``, whether its DP was ``exact``, the DP ``width``,
-  the tensor groups ``fixed`` by the fallback and the ``gap_bound``: how many
+  the tensor groups ``fixed`` by the fallback, the ``gap_bound``: how many
   bytes the level's cost may be above its optimum (0 when exact;
-  ``search.dp.lower_bound``).  Empty for a baseline planner;
+  ``search.dp.lower_bound``), and ``needs``: how its objective priced a need
+  several op groups make, once (its exact bytes) or per op group
+  (``search.onecut``, "Shared needs"; plans saved before say per op group).
+  Empty for a baseline planner;
 * ``found_by``: the planner whose search produced the layouts (for ``tofu``,
   its recursion or, when one moves fewer bytes, a baseline's:
   ``search.planners``, "never worse than a baseline"; a note says when the
@@ -218,7 +221,8 @@ class Plan:
       lines.append(f"  level {i + 1} (n={lvl['n']}): " + (
           f"exact, DP width {lvl['width']}" if lvl["exact"] else
           f"not exact ({lvl['fixed']} tensor groups fixed by coordinate descent), DP width "
-          f"{lvl['width']}; within {human_bytes(lvl['gap_bound'])} of the level's optimum"))
+          f"{lvl['width']}; within {human_bytes(lvl['gap_bound'])} of the level's optimum")
+          + ("" if lvl["needs"] == "per op group" else f"; shared needs priced {lvl['needs']}"))
     if self.link_bytes or self.comm_time is not None:
       lines.append("  bytes per link class: " + (", ".join(
           f"{c} {human_bytes(b)} ({b} B)" for c, b in self.link_bytes.items()) or "none")
@@ -263,7 +267,8 @@ class Plan:
 def _level_entry(d: Mapping[str, Any]) -> dict:
   """One ``level_search`` entry of plan JSON, typed."""
   return dict(n=int(d["n"]), exact=bool(d["exact"]), width=int(d["width"]),
-              fixed=int(d["fixed"]), gap_bound=float(d["gap_bound"]))
+              fixed=int(d["fixed"]), gap_bound=float(d["gap_bound"]),
+              needs=str(d.get("needs", "per op group")))
 
 
 def human_bytes(b: float) -> str:

@@ -27,6 +27,7 @@ lets it take any of the cuts Tofu could give it, never a replicated copy.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import numpy as np
@@ -59,11 +60,11 @@ def _solver_with(allowed_fn: Callable, describer: Describer, options: SearchOpti
       keep = tuple(s for s in states if s in cand and s in allowed.get(g, cand))
       if keep:
         allowed[g] = keep
-    problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
-                                 options.allow_rep_storage, options.op_strategies,
-                                 cache=pricing)
-    sol = dp.solve(problem.variable_sizes(), problem.factors, options.max_table)
-    return onecut.finish_level(problem, sol.assignment, False, sol.width, len(sol.fixed))
+    res = onecut.solve_level(graph, groups, contexts, shapes, n, describer, allowed,
+                             options.allow_rep_storage, options.op_strategies,
+                             options.max_table, cache=pricing,
+                             needs_once=options.needs_once)
+    return dataclasses.replace(res, proven_optimal=False)
 
   return solve
 
@@ -109,7 +110,7 @@ def spartan(describer, options):
     allowed = group_constraints(groups, options.tensor_states, n, shapes)
     problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
                                  options.allow_rep_storage, options.op_strategies,
-                                 cache=pricing)
+                                 cache=pricing, needs_once=options.needs_once)
     sizes = [graph.tensors[m[0]].itemsize * int(np.prod(shapes[m[0]])) for m in groups]
     decided: dict[int, int] = {}
     by_group: dict[int, list[dp.Factor]] = {}

@@ -275,19 +275,27 @@ def _eliminate_all(domains: Sequence[int], factors: Sequence[Factor], max_table:
   return fg, eliminated, width
 
 
-def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20) -> Solution:
+class TooWide(Exception):
+  """Raised by :func:`solve` with ``exact_only`` when a group is too wide to eliminate."""
+
+
+def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20,
+          exact_only: bool = False) -> Solution:
   """Minimises the sum of factors over the group states; see the module docstring.
 
   Groups of one state take it (:func:`fold_single_states`); the others are
   eliminated (:func:`_eliminate_all`).  A group too wide to eliminate is
   conditioned on the coordinate-descent solution instead, and the result is
-  reported as not proven optimal, with :func:`lower_bound`.
+  reported as not proven optimal, with :func:`lower_bound`; with ``exact_only``
+  :class:`TooWide` is raised instead, as soon as such a group is met.
   """
   original = list(factors)
   fixed_values: dict[int, int] = {}
   heuristic: list[list[int]] = []
 
   def condition(fg: _FactorGraph, victim: int) -> None:
+    if exact_only:
+      raise TooWide(f"group {victim} is too wide for a table of {max_table:,} entries")
     if not heuristic:
       heuristic.append(coordinate_descent(domains, original))
     fixed_values[victim] = heuristic[0][victim]

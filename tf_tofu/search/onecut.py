@@ -21,6 +21,29 @@ as ``evaluate`` counts it.  ``dp.solve`` minimises ``sum_f F_f + sum_t U_t``
 exactly; each op then takes its argmin strategy, and the runner-up's cost is
 kept for the report.
 
+*Shared needs.*  Op groups that need the same boxes of one tensor share one
+conversion (the rewrite sends it once, and ``evaluate`` counts it once), as
+the members of one op group already do in its table.  Every need ``d`` of a
+tensor ``t`` that two or more units (or update ops) make, and that moves bytes
+in some state of ``t``'s group, is taken out of their tables and gets a
+variable ``y_d`` in {0, 1} with the factors
+
+    S_d(y_d, x_g(t)) = y_d * gather(held(x_g(t)) -> the boxes of d),
+    R_ud(c_u, y_d)   = inf  if unit u's joint option c_u makes d and y_d = 0,  else 0,
+
+(a unit making such a need is priced with a choice variable ``c_u``, an
+:class:`AxisTable`; one whose members have one option each gets ``R`` as a
+unary factor on ``y_d``).  Minimised over the ``y``, a need's bytes are paid
+once when any unit makes it: the level's objective is its exact bytes.  The
+variables couple the units that share a need; when that makes the level too
+wide for the exact DP (``dp.TooWide``), the level is solved again with each
+unit paying its own needs (``build_level(needs_once=False)``): an exact DP for
+an objective that counts a shared need once per op group (an upper bound on
+the level's bytes), which the level reports (``LevelResult.needs``).  Pricing
+needs once is asked for (``SearchOptions.needs_once``), not the default: the
+variables widen the DP (the tiny GPT at n = 2 needs tables of 2^24 entries),
+and on the large models the planning time doubles (docs/method.md).
+
 *Memory term* (``storage_price`` p > 0, the memory-budget search of
 ``tf_tofu.search.budget``): every group ``g`` that may be stored either cut or
 replicated gets the unary factor
@@ -77,6 +100,9 @@ class Choice:
   next_best_cost: Optional[float]
 
 
+PER_GROUP, ONCE, TOO_WIDE = "per op group", "once", "per op group (once was too wide)"
+
+
 @dataclasses.dataclass(frozen=True)
 class LevelResult:
   n: int
@@ -89,6 +115,10 @@ class LevelResult:
   # How far the DP's objective may be above the level's optimum (``dp.lower_bound``):
   # 0 when the DP was exact.
   gap_bound: float = 0.0
+  # How a need several op groups make was priced (module docstring, "Shared needs"):
+  # ONCE (the level's exact bytes), PER_GROUP, or TOO_WIDE (once was asked for, but
+  # made the level too wide for the exact DP, so per op group).
+  needs: str = PER_GROUP
 
 
 def candidate_states(shape: Sequence[int], n: int, allow_rep: bool) -> tuple[State, ...]:
@@ -211,22 +241,27 @@ class PricingCache:
 def _skeleton(op: SOp, ctx, skey: tuple, n, describer, tensor_domains, itemsize_of, pricer,
               forced, split_work: bool, skeletons: dict) -> tuple:
   """Prices the op's signature ``skey``, new to ``skeletons``, and keeps it there:
-  ``(id, options, used slots)``.
+  ``(id, options, used slots, moving)``.
 
   ``options``: per option its name and entries ``(kind, slot, need id, cost vector)``
   (``_Pricer.need_id``; None for an output);
-  ``used slots``: the ``(kind, slot)`` the entries touch, in order of first use.
+  ``used slots``: the ``(kind, slot)`` the entries touch, in order of first use;
+  ``moving``: ``(slot, need id, cost vector)`` of each distinct input conversion that
+  moves bytes in some state (the needs another op group may share, :func:`_shared_needs`).
   Ops of one signature (context, kind, forced strategy, split work, their slots' domains
   and item sizes: :func:`_signature_key`) share it, with their own tensors filled in by
   :func:`_member_options`.
   """
   options = _price_skeleton(op, ctx, n, describer, tensor_domains, itemsize_of, pricer, forced,
                             split_work)
-  used = {}
+  used, moving = {}, {}
   for _, entries in options:
-    for kind, idx, _, _ in entries:
+    for kind, idx, need_id, vec in entries:
       used.setdefault((kind, idx), None)
-  got = skeletons[skey] = (len(skeletons), options, tuple(used))
+      if kind == "in" and vec.any():
+        moving.setdefault((idx, need_id), vec)
+  got = skeletons[skey] = (len(skeletons), options, tuple(used),
+                           tuple((idx, need_id, vec) for (idx, need_id), vec in moving.items()))
   return got
 
 
@@ -305,9 +340,12 @@ class LevelProblem:
   A unit is an op group (a forward op with the gradient ops that differentiate
   it) priced jointly, so that its members share conversions of a tensor they
   need alike; ``units[u] = (member ops, scope, names per combo, table)``.
-  The factors' variables are the tensor groups (``domains``) followed by one
-  choice variable per unit priced as an :class:`AxisTable` (``aux_sizes``:
-  its number of joint options), in the order of ``units``.
+  The factors' variables are the tensor groups (``domains``), then one binary
+  variable ``y_d`` per need shared by several units (``shared_needs`` of them;
+  ``unit_needs[u]``: the variables of unit ``u``'s shared needs, in the order of
+  its table's ``needs`` columns), then one choice variable per unit priced as
+  an :class:`AxisTable` (``aux_sizes``: its number of joint options), in the
+  order of ``units``.
   """
 
   n: int
@@ -316,10 +354,13 @@ class LevelProblem:
   units: tuple[tuple[tuple[SOp, ...], tuple[int, ...], tuple[tuple[str, ...], ...], np.ndarray], ...]
   aux_sizes: tuple[int, ...] = ()
   penalties: tuple[dp.Factor, ...] = ()  # the memory term (module docstring), not bytes
+  shared_needs: int = 0
+  unit_needs: tuple[tuple[int, ...], ...] = ()
 
   def variable_sizes(self) -> list[int]:
-    """The domain size of every variable of ``factors``: groups, then unit choices."""
-    return [len(d) for d in self.domains] + list(self.aux_sizes)
+    """The domain size of every variable of ``factors``: groups, shared needs, then unit
+    choices."""
+    return [len(d) for d in self.domains] + [2] * self.shared_needs + list(self.aux_sizes)
 
 
 def _units(graph: SearchGraph) -> list[list[SOp]]:
@@ -334,7 +375,8 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                 shapes: Mapping[str, tuple], n: int, describer: Describer,
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
                 forced_ops: Mapping[str, str] = {}, storage_price: float = 0.0,
-                cache: Optional[PricingCache] = None, split_work: bool = False) -> LevelProblem:
+                cache: Optional[PricingCache] = None, split_work: bool = False,
+                needs_once: bool = False) -> LevelProblem:
   """Prices every op group's options against every state of its tensor groups.
 
   A unit's factor is ``F(x) = min over joint member options c of the sum of the
@@ -342,6 +384,8 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   ``MAX_JOINT`` entries is priced member by member instead.  ``storage_price``
   > 0 adds the memory term (module docstring) as ``penalties``; ``split_work``
   drops ``replicate`` where a contraction can split its work (module docstring).
+  ``needs_once`` prices a need that several units make once, with its variable
+  ``y_d``; False leaves it to each unit (module docstring, "Shared needs").
   ``cache`` (for ``n`` workers) carries prices over from other levels and planners.
   """
   cache = cache if cache is not None else PricingCache(n)
@@ -354,16 +398,18 @@ def build_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
   todo = _units(graph)
   held = (graph, groups, tuple(contexts[op.name] for unit in todo for op in unit))
   key = (tuple(map(id, held[:2])), tuple(map(id, held[2])), tuple(map(shapes.get, graph.tensors)),
-         tuple(domains), tuple(sorted(forced_ops.items())), storage_price, split_work)
+         tuple(domains), tuple(sorted(forced_ops.items())), storage_price, split_work,
+         needs_once)
   if key not in cache.problems:
     cache.problems[key] = (held, _build_level(graph, groups, contexts, shapes, n, describer,
                                               domains, todo, forced_ops, storage_price,
-                                              split_work, cache))
+                                              split_work, cache, needs_once))
   return cache.problems[key][1]
 
 
 def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, forced_ops,
-                 storage_price, split_work: bool, cache: PricingCache) -> LevelProblem:
+                 storage_price, split_work: bool, cache: PricingCache,
+                 needs_once: bool) -> LevelProblem:
   group_of = {t: g for g, members in enumerate(groups) for t in members}
   itemsize_of = {t: s.itemsize for t, s in graph.tensors.items()}
   # A tensor's pricing signature: its domain and item size, as one small int.
@@ -372,8 +418,7 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
   signature = {t: cache.interned.setdefault((domain_id[group_of[t]], itemsize_of[t]),
                                             len(cache.interned)) for t in graph.tensors}
   pricer, skeletons, priced, wirings = cache.pricer, cache.skeletons, cache.tables, cache.wirings
-  factors, units = [], []
-  aux_sizes: list[int] = []
+  parts = []  # (members, their skeletons, (wiring, scope, axes, local tensors))
   for count, unit in enumerate(todo):
     skels = []
     for op in unit:
@@ -392,48 +437,85 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
       whole = wirings[wkey] = (groups, _wiring(unit, used, group_of))
     combos = math.prod(len(sk[1]) for sk in skels)
     per_axis = combos * sum(len(domains[g]) for g in whole[1][1])
-    parts = ([(unit, skels, whole[1])] if per_axis <= MAX_JOINT else
-             [([op], [sk], _wiring([op], [sk[2]], group_of)) for op, sk in zip(unit, skels)])
-    for members, member_skels, (wiring, sub_scope, axes) in parts:
-      # The table is a function of the members' skeletons and of how their slots
-      # share tensors and tensor groups: that is its key.
-      struct = (tuple([sk[0] for sk in member_skels]), wiring, axes)
-      if struct not in priced:
-        member_tables = [_member_options(op, sk) for op, sk in zip(members, member_skels)]
-        if all(len(opts) == 1 for opts in member_tables):
-          names, stack = _sum_table(member_tables, sub_scope, group_of)
-        else:
-          size = math.prod(len(opts) for opts in member_tables) * math.prod(
-              len(domains[g]) for g in sub_scope)
-          names, stack = _joint_table(member_tables, sub_scope, domains, group_of,
-                                      dense=size <= MAX_JOINT and len(sub_scope) <= MAX_AXES)
-        # A dense table's factor, the minimum over the joint options, is kept with it.
-        least = stack.min(axis=0) if isinstance(stack, np.ndarray) and sub_scope else None
-        priced[struct] = (names, stack, least)
-      names, stack, least = priced[struct]
-      if isinstance(stack, SumTable):
-        factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
-      elif isinstance(stack, AxisTable):
-        choice = len(domains) + len(aux_sizes)
-        aux_sizes.append(stack.combos)
-        factors.extend(dp.Factor((choice, sub_scope[pos]), matrix)
-                       for pos, matrix in stack.terms)
-      elif sub_scope:
-        factors.append(dp.Factor(sub_scope, least))
-      units.append((tuple(members), sub_scope, names, stack))
+    if per_axis <= MAX_JOINT:
+      parts.append((unit, skels, whole[1]))
+    else:
+      parts.extend(([op], [sk], _wiring([op], [sk[2]], group_of)) for op, sk in zip(unit, skels))
     if (count + 1) % 2000 == 0:
       progress.update(f"priced {count + 1:,}/{len(todo):,} op groups")
-  factors.extend(_update_factors(graph, shapes, n, describer, group_of, tensor_domains,
-                                 itemsize_of, pricer))
+  updates = _update_needs(graph, shapes, n, describer, tensor_domains, itemsize_of, pricer)
+  shared = _shared_needs(parts, updates) if needs_once else {}
+  base = len(domains)  # the need variables y_d come right after the groups
+  factors = [dp.Factor((base + y, group_of[dkey[1]]), np.stack([np.zeros_like(vec), vec]))
+             for dkey, (y, vec) in shared.items()]
+  units, unit_needs = [], []
+  aux_sizes: list[int] = []
+  for members, member_skels, (wiring, sub_scope, axes, tensors) in parts:
+    names, stack, least, external = _part_table(members, member_skels, wiring, sub_scope, axes,
+                                                tensors, shared, domains, group_of, priced)
+    ys = tuple(base + shared[d][0] for d in external)
+    if isinstance(stack, SumTable):
+      factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
+      factors.extend(dp.Factor((y,), np.array([np.inf, 0.0])) for y in ys)
+    elif isinstance(stack, AxisTable):
+      choice = base + len(shared) + len(aux_sizes)
+      aux_sizes.append(stack.combos)
+      factors.extend(dp.Factor((choice, sub_scope[pos]), matrix)
+                     for pos, matrix in stack.terms)
+      factors.extend(dp.Factor((choice, y), np.where(stack.needs[:, [j]], [np.inf, 0.0], 0.0))
+                     for j, y in enumerate(ys))
+    elif sub_scope:
+      factors.append(dp.Factor(sub_scope, least))
+    units.append((tuple(members), sub_scope, names, stack))
+    unit_needs.append(ys)
+  for dkey, vec in updates:  # an update needs its input whole: once, if it is shared
+    y = shared.get(dkey)
+    factors.append(dp.Factor((group_of[dkey[1]],), vec) if y is None else
+                   dp.Factor((base + y[0],), np.array([np.inf, 0.0])))
   penalties = storage_factors(graph, groups, shapes, domains, n, storage_price)
   return LevelProblem(n, tuple(domains), tuple(factors), tuple(units), tuple(aux_sizes),
-                      penalties)
+                      penalties, len(shared), tuple(unit_needs))
 
 
-def _update_factors(graph: SearchGraph, shapes, n: int, describer: Describer, group_of,
-                    tensor_domains, itemsize_of, pricer) -> list[dp.Factor]:
-  """``U_t`` of the module docstring: per update op, per input it needs whole, a unary
-  factor over that input's tensor group."""
+def _part_table(members, member_skels, wiring, sub_scope, axes, tensors, shared, domains,
+                group_of, priced: dict):
+  """``(names, table, its minimum over joint options if dense, the shared needs it leaves
+  out)`` of one part (an op group, or one member of a split one), made once per structure
+  and kept in ``priced``."""
+  external, ext_key = [], ()
+  if shared:
+    # The needs this part shares with other parts, in a canonical order (local tensor,
+    # need id), so that parts of one structure share their table.
+    local = {t: i for i, t in enumerate(tensors)}
+    external = sorted({("in", op.inputs[idx], need_id)
+                       for op, sk in zip(members, member_skels) for idx, need_id, _ in sk[3]
+                       if ("in", op.inputs[idx], need_id) in shared},
+                      key=lambda d: (local[d[1]], d[2]))
+    ext_key = tuple([(local[d[1]], d[2]) for d in external])
+  # The table is a function of the members' skeletons, of how their slots share
+  # tensors and tensor groups, and of which of their needs are shared: its key.
+  struct = (tuple([sk[0] for sk in member_skels]), wiring, axes, ext_key)
+  if struct not in priced:
+    member_tables = [_member_options(op, sk) for op, sk in zip(members, member_skels)]
+    if all(len(opts) == 1 for opts in member_tables):
+      names, stack = _sum_table(member_tables, sub_scope, group_of, external)
+    else:
+      size = math.prod(len(opts) for opts in member_tables) * math.prod(
+          len(domains[g]) for g in sub_scope)
+      names, stack = _joint_table(member_tables, sub_scope, domains, group_of,
+                                  dense=(not external and size <= MAX_JOINT
+                                         and len(sub_scope) <= MAX_AXES),
+                                  external=external)
+    # A dense table's factor, the minimum over the joint options, is kept with it.
+    least = stack.min(axis=0) if isinstance(stack, np.ndarray) and sub_scope else None
+    priced[struct] = (names, stack, least)
+  return priced[struct] + (external,)
+
+
+def _update_needs(graph: SearchGraph, shapes, n: int, describer: Describer, tensor_domains,
+                  itemsize_of, pricer) -> list[tuple[tuple, np.ndarray]]:
+  """``U_t`` of the module docstring: per update op, per input it needs whole and whose
+  gather moves bytes, ``(("in", t, need id), cost vector over t's group)``."""
   out = []
   for op in graph.ops:
     if op.kind != "update":
@@ -443,23 +525,52 @@ def _update_factors(graph: SearchGraph, shapes, n: int, describer: Describer, gr
       whole = (describer.pool.whole(shapes[t]),) * n
       vec = pricer.feed(shapes[t], tensor_domains[t], whole, itemsize_of[t])
       if vec.any():
-        out.append(dp.Factor((group_of[t],), vec))
+        out.append((("in", t, pricer.need_id(whole)), vec))
+  return out
+
+
+def _shared_needs(parts, updates) -> dict[tuple, tuple[int, np.ndarray]]:
+  """The needs ``("in", tensor, need id)`` that move bytes for two or more parts (op
+  groups, or the update ops), each with its variable's number (in order of first
+  use) and cost vector: ``S_d`` of the module docstring."""
+  owners: dict[tuple, list] = {}
+  for members, member_skels, _ in parts:
+    mine = {}
+    for op, sk in zip(members, member_skels):
+      for idx, need_id, vec in sk[3]:
+        mine.setdefault(("in", op.inputs[idx], need_id), vec)
+    for dkey, vec in mine.items():
+      got = owners.get(dkey)
+      if got is None:
+        owners[dkey] = [1, vec]
+      else:
+        got[0] += 1
+  for dkey, vec in updates:
+    got = owners.get(dkey)
+    if got is None:
+      owners[dkey] = [1, vec]
+    else:
+      got[0] += 1
+  out = {}
+  for dkey, (count, vec) in owners.items():
+    if count > 1:
+      out[dkey] = (len(out), vec)
   return out
 
 
 def _wiring(members: Sequence[SOp], used: Sequence[tuple], group_of: Mapping[str, int]) -> tuple:
   """How the members' used slots (``used[m]``: member m's ``(kind, slot)`` pairs, in its
-  skeleton's order) share tensors and tensor groups: ``(wiring, scope, axes)``, with
-  ``wiring[m]`` the local index of each used slot's tensor (tensors numbered in order
-  of first use), ``scope`` the sorted tensor groups of those tensors and ``axes`` the
-  position in ``scope`` of each local tensor's group."""
+  skeleton's order) share tensors and tensor groups: ``(wiring, scope, axes, tensors)``,
+  with ``wiring[m]`` the local index of each used slot's tensor (``tensors``, numbered
+  in order of first use), ``scope`` the sorted tensor groups of those tensors and
+  ``axes`` the position in ``scope`` of each local tensor's group."""
   local: dict[str, int] = {}
   wiring = tuple(tuple([local.setdefault(op.inputs[i] if kind == "in" else op.outputs[i],
                                          len(local)) for kind, i in slots])
                  for op, slots in zip(members, used))
   scope = tuple(sorted({group_of[t] for t in local}))
   axis = {g: a for a, g in enumerate(scope)}
-  return wiring, scope, tuple([axis[group_of[t]] for t in local])
+  return wiring, scope, tuple([axis[group_of[t]] for t in local]), tuple(local)
 
 
 def storage_factors(graph: SearchGraph, groups: Sequence[Sequence[str]],
@@ -498,20 +609,23 @@ class SumTable:
   Every conversion touches one tensor group, so the table is a sum of
   per-group vectors; it is kept as those terms (one factor each), which an op
   with many inputs (an ``IdentityN`` of every gradient) needs: its joint
-  table would have one axis per input.
+  table would have one axis per input.  Its shared needs (``needs``, a
+  ``1 x m`` matrix of ones) are not in the terms: their variables pay for them.
   """
 
-  def __init__(self, terms: Sequence[tuple[int, np.ndarray]]):
+  def __init__(self, terms: Sequence[tuple[int, np.ndarray]], needs: int = 0):
     self.terms = tuple(terms)
+    self.needs = np.ones((1, needs), dtype=bool)
 
   def __getitem__(self, index) -> np.ndarray:
     return np.array([sum(float(vec[index[1 + pos]]) for pos, vec in self.terms)])
 
 
-def _sum_table(member_tables, scope, group_of):
-  """``(names, SumTable)`` of a unit whose members have one option each."""
+def _sum_table(member_tables, scope, group_of, external: Sequence[tuple] = ()):
+  """``(names, SumTable)`` of a unit whose members have one option each; the
+  conversions ``external`` (shared needs the unit makes) are left to their variables."""
   by_pos: dict[int, np.ndarray] = {}
-  seen = set()
+  seen = set(external)
   for opts in member_tables:
     for dkey, t, vec in opts[0][1]:
       if dkey in seen:
@@ -520,7 +634,7 @@ def _sum_table(member_tables, scope, group_of):
       pos = scope.index(group_of[t])
       by_pos[pos] = by_pos.get(pos, 0) + vec
   names = (tuple(opts[0][0] for opts in member_tables),)
-  return names, SumTable(sorted(by_pos.items()))
+  return names, SumTable(sorted(by_pos.items()), len(external))
 
 
 class AxisTable:
@@ -532,12 +646,15 @@ class AxisTable:
   table with an axis per input.  In the level's factor graph the unit's
   choice ``c`` becomes a variable of its own with one pairwise factor
   ``(c, group a)`` per term, so the minimum over ``c`` is taken by the
-  variable elimination, exactly.
+  variable elimination, exactly.  ``needs[c, j]``: combo ``c`` makes the unit's
+  shared need ``j``, whose bytes are not in the terms (its variable pays them).
   """
 
-  def __init__(self, combos: int, terms: Sequence[tuple[int, np.ndarray]]):
+  def __init__(self, combos: int, terms: Sequence[tuple[int, np.ndarray]],
+               needs: Optional[np.ndarray] = None):
     self.combos = combos
     self.terms = tuple(terms)
+    self.needs = np.zeros((combos, 0), dtype=bool) if needs is None else needs
 
   def __getitem__(self, index) -> np.ndarray:
     out = np.zeros(self.combos)
@@ -575,7 +692,8 @@ class ComboNames:
   __hash__ = None
 
 
-def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
+def _joint_table(member_tables, scope, domains, group_of, dense: bool = True,
+                 external: Sequence[tuple] = ()):
   """``(names per combo, table[combo, *scope])`` with shared conversions paid once.
 
   With ``used[c, d]`` = 1 when combo ``c`` (members' options in
@@ -584,8 +702,12 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
   ``table[c, x] = sum_d used[c, d] * v_d[x_a(d)]``: one 0/1 matrix product for
   every axis at once (``v_d`` placed in its axis' columns), exact on these integer
   byte counts.  ``dense=False`` returns the per-axis matrices as an
-  :class:`AxisTable` instead of their broadcast sum.
+  :class:`AxisTable` instead of their broadcast sum.  The conversions
+  ``external`` (needs shared with other units) are left out of the sums; the
+  AxisTable's ``needs`` says which combos make them (``dense`` must be False).
   """
+  if external and dense:
+    raise ValueError("a table with shared needs is kept per axis (dense=False)")
   column: dict = {}  # conversion -> its column
   axis_of, vecs, option_columns = [], [], []
   for m, opts in enumerate(member_tables):
@@ -619,11 +741,13 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True):
   spread = np.zeros((len(column), start[-1]))
   for d, (a, vec) in enumerate(zip(axis_of, vecs)):
     spread[d, start[a]:start[a + 1]] = vec
+  ext_columns = [column[d] for d in external]
+  spread[ext_columns] = 0.0
   summed = used.astype(float) @ spread
   terms = [(a, summed[:, start[a]:start[a + 1]]) for a in sorted(set(axis_of))]
   names = ComboNames(tuple(tuple(name for name, _ in opts) for opts in member_tables))
   if not dense:
-    return names, AxisTable(choice.shape[1], terms)
+    return names, AxisTable(choice.shape[1], terms, used[:, ext_columns])
   stack = np.zeros((choice.shape[1],) + dims)
   for a, matrix in terms:
     shape = [choice.shape[1]] + [1] * len(dims)
@@ -636,24 +760,34 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
                  width: int = 0, fixed_groups: int = 0, gap_bound: float = 0.0) -> LevelResult:
   """Given group states, every op group takes its cheapest joint option (first on ties).
 
-  ``assignment`` gives the groups' states (any unit choice variables after
-  them are recomputed: each is its unit's cheapest option).
+  ``assignment`` gives the groups' states, then the shared needs' variables
+  (when it stops at the groups, those are solved for the groups' states:
+  :func:`_needs_for`); any unit choice variables after them are recomputed:
+  each is its unit's cheapest option among those whose shared needs are made.
   """
+  groups = len(problem.domains)
+  if problem.shared_needs and len(assignment) < groups + problem.shared_needs:
+    assignment = _needs_for(problem, assignment[:groups])
+  full = (list(assignment[:groups + problem.shared_needs]) + [0] * len(problem.aux_sizes))
   choices = {}
-  full = list(assignment[:len(problem.domains)]) + [0] * len(problem.aux_sizes)
-  aux = len(problem.domains)
+  aux = groups + problem.shared_needs
   # Units of one structure share their table and names; with equal scope states
-  # (repeated blocks) they pick alike: (id of the table, states) -> the pick.
+  # (repeated blocks) and shared needs they pick alike: (id of the table, states) -> the pick.
   picked: dict = {}
-  for members, scope, names, stack in problem.units:
+  unit_needs = problem.unit_needs or ((),) * len(problem.units)
+  for (members, scope, names, stack), ys in zip(problem.units, unit_needs):
     at = tuple(full[g] for g in scope)
-    key = (id(stack), id(names), at)
+    made = tuple(full[y] for y in ys)
+    key = (id(stack), id(names), at, made)
     got = picked.get(key)
     if got is None:
       vec = stack[(slice(None),) + at]
+      if not all(made):  # a combo making a shared need whose variable is 0 is not allowed
+        vec = np.where(stack.needs[:, [j for j, y in enumerate(made) if not y]].any(axis=1),
+                       np.inf, vec)
       order = np.argsort(vec, kind="stable")
       best = int(order[0])
-      alt = int(order[1]) if len(order) > 1 else None
+      alt = int(order[1]) if len(order) > 1 and np.isfinite(vec[order[1]]) else None
       got = picked[key] = (
           best, names[best], float(vec[best]),
           None if alt is None else names[alt], None if alt is None else float(vec[alt]))
@@ -664,11 +798,26 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
     for m, op in enumerate(members):
       choices[op.name] = Choice(best_names[m], best_cost,
                                 None if alt_names is None else alt_names[m], alt_cost)
-  states = tuple(problem.domains[g][assignment[g]] for g in range(len(problem.domains)))
+  states = tuple(problem.domains[g][assignment[g]] for g in range(groups))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
                      objective=dp.evaluate(problem.factors, full),
                      proven_optimal=proven_optimal, width=width, fixed_groups=fixed_groups,
                      gap_bound=gap_bound)
+
+
+def _needs_for(problem: LevelProblem, states: Sequence[int]) -> tuple[int, ...]:
+  """The groups' ``states`` followed by the shared needs' variables that minimise the
+  level's bytes given them: the factors with every group fixed, solved by ``dp.solve``
+  over the needs and the unit choices alone."""
+  groups = len(problem.domains)
+  fixed = []
+  for f in problem.factors:
+    index = tuple(slice(states[v], states[v] + 1) if v < groups else slice(None)
+                  for v in f.scope)
+    fixed.append(dp.Factor(f.scope, f.table[index]))
+  sizes = [1] * groups + problem.variable_sizes()[groups:]
+  sol = dp.solve(sizes, fixed)
+  return tuple(states) + tuple(sol.assignment[groups:groups + problem.shared_needs])
 
 
 def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
@@ -676,18 +825,30 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
                 allowed: Mapping[int, tuple[State, ...]], allow_rep: bool = False,
                 forced_ops: Mapping[str, str] = {}, max_table: int = 1 << 20,
                 storage_price: float = 0.0, cache: Optional[PricingCache] = None,
-                split_work: bool = False) -> LevelResult:
+                split_work: bool = False, needs_once: bool = False) -> LevelResult:
   """Builds the level's factors (with the memory term at ``storage_price``; ``split_work``
   as for :func:`build_level`) and solves them exactly with ``dp.solve``; the result's
-  objective is the level's bytes."""
+  objective is the level's bytes.  With ``needs_once`` a need several op groups make
+  is priced once if the DP stays exact with their variables, else (and by default)
+  once per op group (module docstring, "Shared needs")."""
   cache = cache if cache is not None else PricingCache(n)
-  problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
-                        forced_ops, storage_price, cache, split_work)
-  key = (id(problem), max_table)
-  if key not in cache.solutions:
-    cache.solutions[key] = (problem, dp.solve(problem.variable_sizes(),
-                                              problem.factors + problem.penalties,
-                                              max_table=max_table))
-  sol = cache.solutions[key][1]
-  return finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed),
-                      sol.cost - sol.lower_bound)
+  for once in (True, False) if needs_once else (False,):
+    problem = build_level(graph, groups, contexts, shapes, n, describer, allowed, allow_rep,
+                          forced_ops, storage_price, cache, split_work, once)
+    # With shared needs (the exact bytes) the DP must be exact, else each unit pays its own.
+    exact_only = once and problem.shared_needs > 0
+    key = (id(problem), max_table, exact_only)
+    if key not in cache.solutions:
+      try:
+        sol = dp.solve(problem.variable_sizes(), problem.factors + problem.penalties,
+                       max_table=max_table, exact_only=exact_only)
+      except dp.TooWide:
+        sol = None
+      cache.solutions[key] = (problem, sol)
+    sol = cache.solutions[key][1]
+    if sol is not None:
+      break
+  res = finish_level(problem, sol.assignment, sol.proven_optimal, sol.width, len(sol.fixed),
+                     sol.cost - sol.lower_bound)
+  how = ONCE if once else TOO_WIDE if needs_once else PER_GROUP
+  return dataclasses.replace(res, needs=how)

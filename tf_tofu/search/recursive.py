@@ -138,9 +138,11 @@ def level_notes(levels: Sequence[onecut.LevelResult]) -> tuple[str, ...]:
 def level_summary(levels: Sequence[onecut.LevelResult]) -> tuple[dict, ...]:
   """Per level: workers ``n``, whether its DP was ``exact``, the DP ``width`` (the most
   variables a table of its elimination spans, less one), the tensor groups it
-  ``fixed`` by coordinate descent, and the ``gap_bound`` (bytes; 0 when exact)."""
+  ``fixed`` by coordinate descent, the ``gap_bound`` (bytes; 0 when exact), and how
+  it priced a need several op groups make (``needs``: ``onecut``, "Shared needs")."""
   return tuple(dict(n=lvl.n, exact=bool(lvl.proven_optimal), width=int(lvl.width),
-                    fixed=int(lvl.fixed_groups), gap_bound=float(lvl.gap_bound))
+                    fixed=int(lvl.fixed_groups), gap_bound=float(lvl.gap_bound),
+                    needs=str(lvl.needs))
                for lvl in levels)
 
 

@@ -27,6 +27,12 @@ class SearchOptions:
       pass on it (``planners.run``, ``search.improve``).  Off by default: it
       runs four more searches (Keras InceptionV3 at k = 8 plans in about twice
       the time).
+    needs_once: price a need that several op groups make (the same boxes of one
+      tensor) once per level, as the rewrite sends it, so that each level's
+      objective is its exact bytes (``onecut``, "Shared needs"); a level too
+      wide for the exact DP that way is priced per op group, and says so.  Off
+      by default: it widens the DP and doubles the planning time of the large
+      models.
     memory_budget: the most bytes any device may hold at its peak
       (``tf_tofu.layout.memory.plan_peak``), or None (no budget: Tofu's
       cut-only storage, today's plans).  With a budget the search may store
@@ -41,6 +47,7 @@ class SearchOptions:
   tensor_states: Mapping[str, tuple[State, ...]] = dataclasses.field(default_factory=dict)
   op_strategies: Mapping[str, str] = dataclasses.field(default_factory=dict)
   never_worse: bool = False
+  needs_once: bool = False
   memory_budget: Optional[float] = None
 
 
@@ -79,5 +86,6 @@ def level_solver(describer: Describer, options: SearchOptions,
     return onecut.solve_level(graph, groups, contexts, shapes, n, describer, allowed,
                               allow_rep=allow_rep, forced_ops=options.op_strategies,
                               max_table=options.max_table, storage_price=storage_price or 0.0,
-                              cache=pricing, split_work=storage_price is not None)
+                              cache=pricing, split_work=storage_price is not None,
+                              needs_once=options.needs_once)
   return solve
