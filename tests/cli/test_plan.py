@@ -49,6 +49,24 @@ class PlanCommandTest(CommandCase):
     self.assertIn(f"found by: {plan.found_by}", text)
     self.assertIn(plan.found_by, ("tofu", "allrow", "spartan", "equalchop", "megatron"))
 
+  def test_needs_once_flag_prices_each_level_on_its_exact_bytes(self):
+    plan_path = self.out("once.json")
+    text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",
+                        f"--devices={K}", "--needs_once", f"--plan_out={plan_path}"))
+    from tf_tofu.core.plan import Plan
+    plan = Plan.from_json(open(plan_path).read())
+    self.assertNotIn("per op group", {lvl["needs"] for lvl in plan.level_search})
+    self.assertIn("shared needs priced once", text)
+    # The rewrite plans the same way and moves what the plan predicts.
+    pb = self.out("once.pb")
+    text = self.ok(tofu("rewrite", f"--saved_model={self.saved}", "--signature=train",
+                        f"--devices={K}", "--needs_once", f"--output={pb}"))
+    self.assertIn("shared needs priced once", text)
+    gd = tf.compat.v1.GraphDef()
+    gd.ParseFromString(open(pb, "rb").read())
+    from tf_tofu import count_transfer_bytes
+    self.assertEqual(count_transfer_bytes(gd), plan.total_bytes)
+
   def test_memory_budget_flag(self):
     plan_path = self.out("budget.json")
     text = self.ok(tofu("plan", f"--saved_model={self.saved}", "--signature=train",

@@ -116,19 +116,20 @@ class SpecTest(absltest.TestCase):
     del d["never_worse"]
     self.assertFalse(rs.StepSpec.from_json(json.dumps(d)).never_worse)
 
-  def test_never_worse_is_drawn_for_tofu_alone(self):
+  def test_never_worse_and_needs_once_are_drawn_for_tofu_alone(self):
     drawn = []
 
     @settings(max_examples=60, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     @given(rs.step_specs())
     def collect(spec):
-      drawn.append((spec.planner, spec.never_worse))
+      drawn.append((spec.planner, spec.never_worse, spec.needs_once))
 
     collect()
-    self.assertTrue(all(p == "tofu" for p, nw in drawn if nw), drawn)
-    self.assertIn(("tofu", True), drawn)
-    self.assertIn(("tofu", False), drawn)
+    self.assertTrue(all(p == "tofu" for p, nw, once in drawn if nw or once), drawn)
+    for option in (1, 2):
+      self.assertIn(True, [d[option] for d in drawn if d[0] == "tofu"])
+      self.assertIn(False, [d[option] for d in drawn if d[0] == "tofu"])
 
   def test_valid_rejects_windows_larger_than_the_image(self):
     self.assertFalse(rs._valid(_spec(input="image", dims=(3, 3, 1),
@@ -153,10 +154,11 @@ class ShrinkTest(absltest.TestCase):
                      (2, "tofu", "plain", "sgd", "sparse_xent"))
     self.assertEqual((small.batch, small.dims, small.classes), (1, (1,), 2))
 
-  def test_never_worse_is_dropped_when_the_failure_stays(self):
-    small = rs.shrink(_spec(never_worse=True), lambda s: ["bytes: counted 1 != predicted 2"],
-                      budget=200)
+  def test_never_worse_and_needs_once_are_dropped_when_the_failure_stays(self):
+    small = rs.shrink(_spec(never_worse=True, needs_once=True),
+                      lambda s: ["bytes: counted 1 != predicted 2"], budget=200)
     self.assertFalse(small.never_worse)
+    self.assertFalse(small.needs_once)
 
   def test_a_passing_spec_is_left_alone(self):
     spec = _spec()

@@ -26,6 +26,10 @@ flags.DEFINE_string("planner", "tofu", "tofu, or a baseline: datapar, allrow, sp
 flags.DEFINE_bool("never_worse", False, "Also run the cut-only baselines, keep the plan that "
                   "moves the fewest bytes and improve it move by move on its exact bytes "
                   "(about twice the search time).")
+flags.DEFINE_bool("needs_once", False, "Price a conversion that several op groups need alike "
+                  "once per level, as the rewrite sends it, so each level is solved on its "
+                  "exact bytes (a level too wide for that is priced per op group; about "
+                  "twice the search time on large models).")
 flags.DEFINE_string("memory_budget", None, "Peak bytes per device the plan must fit in: 16GiB, "
                     "512MiB, 1.5GB, a byte count, or 'unlimited'; replicates storage where "
                     "that moves fewer bytes (about 10x the search time).")
@@ -122,6 +126,7 @@ def make_plan(graph, describer):
   graph_view = view.from_tofu_graph(graph, describer)
   return graph_view, api.plan_view(graph_view, devices_flag(), planner_flag(),
                                    describer=describer, never_worse=FLAGS.never_worse,
+                                   needs_once=FLAGS.needs_once,
                                    memory_budget=FLAGS.memory_budget,
                                    topology=topology_flag())
 

@@ -95,7 +95,7 @@ def main(argv) -> int:
                if plan_json is None or FLAGS["devices"].present or FLAGS.cluster_spec else None)
     job = api.partition(graph, devices=devices, planner=planner, comm=FLAGS.comm,
                         describer=describer, plan_json=plan_json, never_worse=FLAGS.never_worse,
-                        memory_budget=FLAGS.memory_budget,
+                        needs_once=FLAGS.needs_once, memory_budget=FLAGS.memory_budget,
                         topology=plan_command.topology_flag())
     sgraph, plan, p = job.view, job.plan, job.partitioned
     print(plan.report(memory=memory.plan_memory(graph, p)))

@@ -8,7 +8,8 @@ ops with broadcasting, reductions, reshape / transpose / concat / slice /
 gather, softmax, layer norm, batch norm, residual adds), a loss (sparse or
 dense softmax cross entropy, squared error), an optimizer (SGD, momentum,
 Adam), and the partition request (k, planner, comm form and, for ``tofu``,
-whether ``never_worse`` runs the rivals and the exact improvement pass).
+whether ``never_worse`` runs the rivals and the exact improvement pass, and
+whether ``needs_once`` prices each level on its exact bytes).
 Dims are drawn small and often do not divide k or are smaller than k.
 
 :func:`build_step` turns a spec into a ``tf.function`` with its variables and
@@ -69,6 +70,7 @@ class StepSpec:
   comm: str
   seed: int = 0
   never_worse: bool = False      # tofu only: rivals and the exact improvement pass
+  needs_once: bool = False       # tofu only: shared needs priced once per level
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -339,7 +341,7 @@ def check(spec: StepSpec) -> list[str]:
     fn, inputs, _ = build_step(spec)
     ref = equivalence.Reference(fn, inputs)
     f = tf_tofu.function(fn, devices=spec.k, planner=spec.planner, comm=spec.comm,
-                         never_worse=spec.never_worse)
+                         never_worse=spec.never_worse, needs_once=spec.needs_once)
     xs = inputs[0]
     plan = f.plan(*xs)
     p = f.partitioned(*xs)
@@ -375,6 +377,8 @@ def _smaller(spec: StepSpec):
     yield rep(spec, k=2)
   if spec.never_worse:
     yield rep(spec, never_worse=False)
+  if spec.needs_once:
+    yield rep(spec, needs_once=False)
   if spec.planner != "tofu":
     yield rep(spec, planner="tofu")
   if spec.comm != "plain":
@@ -465,7 +469,8 @@ def step_specs(max_k: int = 8):
                  comm=draw(st.sampled_from(["plain", "collective"])),
                  seed=draw(st.integers(0, 2**16)))
     if s.planner == "tofu":
-      s = dataclasses.replace(s, never_worse=draw(st.booleans()))
+      s = dataclasses.replace(s, never_worse=draw(st.booleans()),
+                              needs_once=draw(st.booleans()))
     return s
 
   return spec().filter(_valid)
