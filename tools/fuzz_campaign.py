@@ -60,7 +60,7 @@ def main(argv):
           f"rewritten and run for two steps on 8 logical CPU devices; checked: losses and "
           f"variables equal the unpartitioned run (max |err| <= 1e-9 max |ref| + 1e-9), counted "
           f"bytes == predicted, every node on a plan device.  From commit 4f4c364 on, `tofu` "
-          f"examples also draw `never_worse`.  Every campaign recorded here, newest first (the "
+          f"examples also draw `never_worse`, and from d150000 on `needs_once`.  Every campaign recorded here, newest first (the "
           f"commit each started from):\n\n"
           f"{campaign_table(row, benchdoc.read_section(SECTION))}\n"
           f"Failures of the newest, by kind:\n\n"
