@@ -45,7 +45,7 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from zoo_graphs import RNNLM256  # noqa: E402
+from zoo_graphs import pase_step  # noqa: E402
 
 PS = (4, 8, 16, 32, 64)
 # PaSE's planning seconds per p (None: PaSE ran out of memory), from the issue.
@@ -68,36 +68,6 @@ flags.DEFINE_string("row_to", None, "Plan the one model of --models in this proc
                     "write its table row to this file (how the tool runs each model).")
 
 
-def _alexnet():
-  import keras
-  from tf_tofu.models.keras_catalog import CLASSES
-  L = keras.layers
-  return keras.Sequential([
-      keras.Input((224, 224, 3)),
-      L.Conv2D(96, 11, strides=4, activation="relu"), L.MaxPooling2D(3, 2),
-      L.Conv2D(256, 5, padding="same", activation="relu"), L.MaxPooling2D(3, 2),
-      L.Conv2D(384, 3, padding="same", activation="relu"),
-      L.Conv2D(384, 3, padding="same", activation="relu"),
-      L.Conv2D(256, 3, padding="same", activation="relu"), L.MaxPooling2D(3, 2),
-      L.Flatten(), L.Dense(4096, activation="relu"), L.Dense(4096, activation="relu"),
-      L.Dense(CLASSES)])
-
-
-def _step(name: str):
-  from tf_tofu import models
-  from tf_tofu.models import keras_catalog
-  if name == "transformer":
-    return models.build("gpt", materialize=False, optimizer="adam", layers=12, d_model=512,
-                        heads=8, seq=256, vocab=32000, batch=64)
-  if name == "rnnlm":
-    return models.build("lstm", materialize=False, **RNNLM256)
-  if name == "alexnet":
-    return keras_catalog.train_step(_alexnet, "AlexNet", batch=128)
-  app_name, size = {"resnet101": ("ResNet101", 224), "inceptionv3": ("InceptionV3", 299)}[name]
-  return keras_catalog.train_step(keras_catalog.application(app_name, size), app_name,
-                                  batch=128)
-
-
 def _cell(ours: float, pase) -> str:
   if pase is None:
     return f"{ours:.1f} vs out of memory"
@@ -111,7 +81,7 @@ def _row(name: str, ps) -> str:
   from tf_tofu.core import collector
   from tf_tofu.graph import view
   from tf_tofu.opdefs.registry import Describer
-  step = _step(name)
+  step = pase_step(name)
   with step.context():
     graph = tf_tofu.trace(step.fn, *step.input_signature)
   cells = []

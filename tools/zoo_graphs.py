@@ -40,3 +40,36 @@ def build_graph(key: str, sizes: str):
   with step.context():
     graph = tf_tofu.trace(step.fn, *step.input_signature)
   return step, graph, time.perf_counter() - start
+
+
+def _alexnet():
+  """AlexNet as a Keras 3 model (224 x 224 inputs)."""
+  import keras
+  from tf_tofu.models.keras_catalog import CLASSES
+  L = keras.layers
+  return keras.Sequential([
+      keras.Input((224, 224, 3)),
+      L.Conv2D(96, 11, strides=4, activation="relu"), L.MaxPooling2D(3, 2),
+      L.Conv2D(256, 5, padding="same", activation="relu"), L.MaxPooling2D(3, 2),
+      L.Conv2D(384, 3, padding="same", activation="relu"),
+      L.Conv2D(384, 3, padding="same", activation="relu"),
+      L.Conv2D(256, 3, padding="same", activation="relu"), L.MaxPooling2D(3, 2),
+      L.Flatten(), L.Dense(4096, activation="relu"), L.Dense(4096, activation="relu"),
+      L.Dense(CLASSES)])
+
+
+def pase_step(name: str):
+  """The training step of one of PaSE's five models at PaSE's configuration
+  (``tools/bench_pase.py``): transformer, resnet101, inceptionv3, alexnet, rnnlm."""
+  from tf_tofu import models
+  from tf_tofu.models import keras_catalog
+  if name == "transformer":
+    return models.build("gpt", materialize=False, optimizer="adam", layers=12, d_model=512,
+                        heads=8, seq=256, vocab=32000, batch=64)
+  if name == "rnnlm":
+    return models.build("lstm", materialize=False, **RNNLM256)
+  if name == "alexnet":
+    return keras_catalog.train_step(_alexnet, "AlexNet", batch=128)
+  app_name, size = {"resnet101": ("ResNet101", 224), "inceptionv3": ("InceptionV3", 299)}[name]
+  return keras_catalog.train_step(keras_catalog.application(app_name, size), app_name,
+                                  batch=128)
