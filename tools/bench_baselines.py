@@ -36,6 +36,7 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
+from zoo_graphs import tiny_zoo_views  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("ks", [str(k) for k in range(2, 9)], "Device counts.")
@@ -81,37 +82,29 @@ def main(argv):
   del argv
   from tf_tofu.core import devices
   devices.split_cpu(8)  # the random steps ask for up to 8 devices
-  from tf_tofu import api, models
-  from tf_tofu.graph import view
-  from tf_tofu.opdefs.registry import Describer
+  from tf_tofu import api
   from tf_tofu.search import planners
   start = time.perf_counter()
   rows, cases, beaten, lost, below = [], 0, 0, 0, 0
-  for key in sorted(models.TINY):
-    for flavor in models.FLAVORS:
-      step = models.tiny(key, flavor=flavor, optimizer="adam")
-      with step.context():
-        graph = api.as_graph(step.fn, step.input_signature)
-      describer = Describer()
-      sgraph = view.from_tofu_graph(graph, describer)
-      for k in map(int, FLAGS.ks):
-        cases += 1
-        plans = {p: api.plan_view(sgraph, k, p, describer=describer, never_worse=True)
-                 for p in planners.PLANNERS}
-        recursion = api.plan_view(sgraph, k, describer=describer).total_bytes
-        tofu = plans["tofu"].total_bytes
-        rivals = {p: plans[p].total_bytes for p in planners.CUT_ONLY}
-        lost += any(b < tofu for b in rivals.values())
-        best = min(rivals, key=lambda p: (rivals[p], p))
-        improved = any(n.startswith("exact improvement pass") for n in plans["tofu"].notes)
-        beaten += rivals[best] < recursion
-        below += tofu < min(recursion, rivals[best])
-        if rivals[best] < recursion or tofu < min(recursion, rivals[best]):
-          line = (f"| {key} | {flavor} | {k} | {recursion:,} | {best} {rivals[best]:,} | "
-                  f"{recursion / rivals[best]:.3f} | {tofu:,} ({plans['tofu'].found_by}"
-                  f"{', improved' if improved else ''}) |")
-          rows.append(line)
-          print(line, flush=True)
+  for key, flavor, sgraph, describer in tiny_zoo_views():
+    for k in map(int, FLAGS.ks):
+      cases += 1
+      plans = {p: api.plan_view(sgraph, k, p, describer=describer, never_worse=True)
+               for p in planners.PLANNERS}
+      recursion = api.plan_view(sgraph, k, describer=describer).total_bytes
+      tofu = plans["tofu"].total_bytes
+      rivals = {p: plans[p].total_bytes for p in planners.CUT_ONLY}
+      lost += any(b < tofu for b in rivals.values())
+      best = min(rivals, key=lambda p: (rivals[p], p))
+      improved = any(n.startswith("exact improvement pass") for n in plans["tofu"].notes)
+      beaten += rivals[best] < recursion
+      below += tofu < min(recursion, rivals[best])
+      if rivals[best] < recursion or tofu < min(recursion, rivals[best]):
+        line = (f"| {key} | {flavor} | {k} | {recursion:,} | {best} {rivals[best]:,} | "
+                f"{recursion / rivals[best]:.3f} | {tofu:,} ({plans['tofu'].found_by}"
+                f"{', improved' if improved else ''}) |")
+        rows.append(line)
+        print(line, flush=True)
   seconds = time.perf_counter() - start
   print(f"{beaten} of {cases} cases where a cut-only baseline beats tofu's recursion; "
         f"{lost} where one beats tofu's plan; {below} where tofu's plan beats the recursion "

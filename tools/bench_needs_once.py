@@ -31,7 +31,7 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from zoo_graphs import pase_step  # noqa: E402
+from zoo_graphs import pase_step, tiny_zoo_views  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("ks", ["2", "3", "4", "5", "6", "8"], "Device counts for the tiny zoo.")
@@ -62,27 +62,19 @@ def _compare(pairs) -> str:
 
 def tiny_zoo() -> tuple[str, list]:
   """The tiny zoo part: its text and the (default, once) byte pairs."""
-  from tf_tofu import api, models
-  from tf_tofu.graph import view
-  from tf_tofu.opdefs.registry import Describer
+  from tf_tofu import api
   pairs, once_levels, all_levels, lines = [], 0, 0, []
-  for key in sorted(models.TINY):
-    for flavor in models.FLAVORS:
-      step = models.tiny(key, flavor=flavor, optimizer="adam")
-      with step.context():
-        graph = api.as_graph(step.fn, step.input_signature)
-      describer = Describer()
-      sgraph = view.from_tofu_graph(graph, describer)
-      row = []
-      for k in map(int, FLAGS.ks):
-        default = api.plan_view(sgraph, k, describer=describer, memory=False)
-        once = api.plan_view(sgraph, k, describer=describer, memory=False, needs_once=True)
-        pairs.append((default.total_bytes, once.total_bytes))
-        once_levels += sum(lvl["needs"] == "once" for lvl in once.level_search)
-        all_levels += len(once.level_search)
-        row.append(f"{default.total_bytes:,} / {once.total_bytes:,} ({_once_levels(once)})")
-      lines.append(f"| {key} | {flavor} | " + " | ".join(row) + " |")
-      print(lines[-1], flush=True)
+  for key, flavor, sgraph, describer in tiny_zoo_views():
+    row = []
+    for k in map(int, FLAGS.ks):
+      default = api.plan_view(sgraph, k, describer=describer, memory=False)
+      once = api.plan_view(sgraph, k, describer=describer, memory=False, needs_once=True)
+      pairs.append((default.total_bytes, once.total_bytes))
+      once_levels += sum(lvl["needs"] == "once" for lvl in once.level_search)
+      all_levels += len(once.level_search)
+      row.append(f"{default.total_bytes:,} / {once.total_bytes:,} ({_once_levels(once)})")
+    lines.append(f"| {key} | {flavor} | " + " | ".join(row) + " |")
+    print(lines[-1], flush=True)
   head = ("| model | flavor | " + " | ".join(f"k={k}" for k in FLAGS.ks) + " |\n|---|---|"
           + "---|" * len(FLAGS.ks) + "\n")
   text = (f"Tiny zoo (Adam), tofu's recursion, bytes per step default / needs_once (levels "

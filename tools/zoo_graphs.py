@@ -73,3 +73,18 @@ def pase_step(name: str):
   app_name, size = {"resnet101": ("ResNet101", 224), "inceptionv3": ("InceptionV3", 299)}[name]
   return keras_catalog.train_step(keras_catalog.application(app_name, size), app_name,
                                   batch=128)
+
+
+def tiny_zoo_views(optimizer: str = "adam"):
+  """Every tiny zoo model in both flavours (plain TF, Keras), traced:
+  ``(key, flavor, graph view, its Describer)`` in key order."""
+  from tf_tofu import api, models
+  from tf_tofu.graph import view
+  from tf_tofu.opdefs.registry import Describer
+  for key in sorted(models.TINY):
+    for flavor in models.FLAVORS:
+      step = models.tiny(key, flavor=flavor, optimizer=optimizer)
+      with step.context():
+        graph = api.as_graph(step.fn, step.input_signature)
+      describer = Describer()
+      yield key, flavor, view.from_tofu_graph(graph, describer), describer
