@@ -42,7 +42,8 @@ an objective that counts a shared need once per op group (an upper bound on
 the level's bytes), which the level reports (``LevelResult.needs``).  Pricing
 needs once is asked for (``SearchOptions.needs_once``), not the default: the
 variables widen the DP (the tiny GPT at n = 2 needs tables of 2^24 entries),
-and on the large models the planning time doubles (docs/method.md).
+and on the large models the planning time doubles for changes within 0.1 %
+of the bytes (docs/method.md, ``tools/bench_needs_once.py``).
 
 *Memory term* (``storage_price`` p > 0, the memory-budget search of
 ``tf_tofu.search.budget``): every group ``g`` that may be stored either cut or
