@@ -184,20 +184,25 @@ class BruteForceTest(parameterized.TestCase):
       for dp_cost, brute in exhaustive:
         self.assertEqual(dp_cost, brute)
 
-  @parameterized.parameters(*[(seed, k) for seed in range(4) for k in (2, 4)])
-  def test_per_group_pricing_equals_exhaustive(self, seed, k):
+  @parameterized.parameters(*[(seed, k, once) for seed in range(4) for k in (2, 4)
+                              for once in (False, True)])
+  def test_per_group_pricing_equals_exhaustive(self, seed, k, once):
     # MAX_JOINT = 1 prices every op on its own as an AxisTable (a choice variable with a
-    # pairwise factor per tensor group): the DP must still find the exhaustive optimum.
+    # pairwise factor per tensor group): the DP must still find the exhaustive optimum,
+    # with shared needs priced once too (once).
     graph, describer, groups = self.small_graph(seed)
     contexts = {op.name: op.context for op in graph.ops}
     shapes = {t: s.shape for t, s in graph.tensors.items()}
     with mock.patch.object(onecut, "MAX_JOINT", 1):
-      problem = onecut.build_level(graph, groups, contexts, shapes, k, describer, {})
-      res = onecut.solve_level(graph, groups, contexts, shapes, k, describer, {})
+      problem = onecut.build_level(graph, groups, contexts, shapes, k, describer, {},
+                                   needs_once=once)
+      res = onecut.solve_level(graph, groups, contexts, shapes, k, describer, {},
+                               needs_once=once)
     self.assertTrue(any(isinstance(u[3], onecut.AxisTable) for u in problem.units))
     self.assertTrue(res.proven_optimal)
+    self.assertEqual(res.needs, onecut.ONCE if once else onecut.PER_GROUP)
     self.assertEqual(res.objective, exhaustive_level(graph, groups, contexts, shapes, k,
-                                                     describer))
+                                                     describer, share=once))
 
   def test_single_level_objective_bounds_exact_bytes(self):
     fg = search_testlib.random_graph(1)

@@ -108,9 +108,11 @@ def equalchop(describer, options):
 def spartan(describer, options):
   def solve(graph, groups, contexts, shapes, n, level, pricing=None):
     allowed = group_constraints(groups, options.tensor_states, n, shapes)
+    # Needs are priced per op group here even with needs_once: the greedy pass below
+    # minimises each factor on its own, and would see a shared need's variable at 0.
     problem = onecut.build_level(graph, groups, contexts, shapes, n, describer, allowed,
                                  options.allow_rep_storage, options.op_strategies,
-                                 cache=pricing, needs_once=options.needs_once)
+                                 cache=pricing)
     sizes = [graph.tensors[m[0]].itemsize * int(np.prod(shapes[m[0]])) for m in groups]
     decided: dict[int, int] = {}
     by_group: dict[int, list[dp.Factor]] = {}

@@ -745,7 +745,11 @@ def _joint_table(member_tables, scope, domains, group_of, dense: bool = True,
   ext_columns = [column[d] for d in external]
   spread[ext_columns] = 0.0
   summed = used.astype(float) @ spread
-  terms = [(a, summed[:, start[a]:start[a + 1]]) for a in sorted(set(axis_of))]
+  # A group the table touches through shared needs alone has no term (its variables
+  # carry them): an all-zero factor would only widen the DP.
+  shared = set(ext_columns)
+  external_only = set(axis_of) - {axis_of[d] for d in range(len(column)) if d not in shared}
+  terms = [(a, summed[:, start[a]:start[a + 1]]) for a in sorted(set(axis_of) - external_only)]
   names = ComboNames(tuple(tuple(name for name, _ in opts) for opts in member_tables))
   if not dense:
     return names, AxisTable(choice.shape[1], terms, used[:, ext_columns])
@@ -761,14 +765,14 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
                  width: int = 0, fixed_groups: int = 0, gap_bound: float = 0.0) -> LevelResult:
   """Given group states, every op group takes its cheapest joint option (first on ties).
 
-  ``assignment`` gives the groups' states, then the shared needs' variables
-  (when it stops at the groups, those are solved for the groups' states:
-  :func:`_needs_for`); any unit choice variables after them are recomputed:
-  each is its unit's cheapest option among those whose shared needs are made.
+  ``assignment`` gives the groups' states, then the shared needs' variables (the
+  DP's); any unit choice variables after them are recomputed: each is its unit's
+  cheapest option among those whose shared needs are made.
   """
   groups = len(problem.domains)
-  if problem.shared_needs and len(assignment) < groups + problem.shared_needs:
-    assignment = _needs_for(problem, assignment[:groups])
+  if len(assignment) < groups + problem.shared_needs:
+    raise ValueError(f"an assignment of {len(assignment)} variables for {groups} tensor groups "
+                     f"and {problem.shared_needs} shared needs")
   full = (list(assignment[:groups + problem.shared_needs]) + [0] * len(problem.aux_sizes))
   choices = {}
   aux = groups + problem.shared_needs
@@ -804,21 +808,6 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
                      objective=dp.evaluate(problem.factors, full),
                      proven_optimal=proven_optimal, width=width, fixed_groups=fixed_groups,
                      gap_bound=gap_bound)
-
-
-def _needs_for(problem: LevelProblem, states: Sequence[int]) -> tuple[int, ...]:
-  """The groups' ``states`` followed by the shared needs' variables that minimise the
-  level's bytes given them: the factors with every group fixed, solved by ``dp.solve``
-  over the needs and the unit choices alone."""
-  groups = len(problem.domains)
-  fixed = []
-  for f in problem.factors:
-    index = tuple(slice(states[v], states[v] + 1) if v < groups else slice(None)
-                  for v in f.scope)
-    fixed.append(dp.Factor(f.scope, f.table[index]))
-  sizes = [1] * groups + problem.variable_sizes()[groups:]
-  sol = dp.solve(sizes, fixed)
-  return tuple(states) + tuple(sol.assignment[groups:groups + problem.shared_needs])
 
 
 def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: Mapping[str, object],
