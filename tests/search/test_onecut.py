@@ -274,6 +274,7 @@ class CertificateTest(parameterized.TestCase):
     self.assertTrue(levels)
     for res, optimum in levels:
       self.assertTrue(res.proven_optimal)
+      self.assertEqual(res.needs, onecut.ONCE if needs_once else onecut.PER_GROUP)
       self.assertAlmostEqual(res.objective, optimum, delta=1e-6 * max(1.0, optimum))
 
   @parameterized.parameters(*range(50))
@@ -298,6 +299,17 @@ class CertificateTest(parameterized.TestCase):
     describer = Describer()
     graph = view.from_tofu_graph(tf_tofu.trace(step.fn, *step.input_signature), describer)
     self.certify(graph, 4, describer)
+
+  @parameterized.parameters("mlp", "lstm")
+  def test_tiny_zoo_with_needs_priced_once(self, key):
+    # Gradient op groups, update ops and shared needs between them: every level of k = 4
+    # is priced once, and its DP optimum is the integer program's.
+    import tf_tofu
+    from tf_tofu import models
+    step = models.tiny(key, flavor="tf", optimizer="sgd")
+    describer = Describer()
+    graph = view.from_tofu_graph(tf_tofu.trace(step.fn, *step.input_signature), describer)
+    self.certify(graph, 4, describer, needs_once=True)
 
 
 class WideOpTest(absltest.TestCase):
