@@ -30,9 +30,9 @@ class SearchOptions:
     needs_once: price a need that several op groups make (the same boxes of one
       tensor) once per level, as the rewrite sends it, so that each level's
       objective is its exact bytes (``onecut``, "Shared needs"); a level too
-      wide for the exact DP that way is priced per op group, and says so.  Off
-      by default: it widens the DP and doubles the planning time of the large
-      models.
+      wide for the exact DP that way is priced per op group, and says so (a
+      larger ``max_table``, 2**23, lets the GPTs' levels fit).  Off by default:
+      it widens the DP and doubles the planning time of the large models.
     memory_budget: the most bytes any device may hold at its peak
       (``tf_tofu.layout.memory.plan_peak``), or None (no budget: Tofu's
       cut-only storage, today's plans).  With a budget the search may store
