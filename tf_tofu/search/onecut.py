@@ -41,7 +41,7 @@ unit paying its own needs (``build_level(needs_once=False)``): an exact DP for
 an objective that counts a shared need once per op group (an upper bound on
 the level's bytes), which the level reports (``LevelResult.needs``).  Pricing
 needs once is asked for (``SearchOptions.needs_once``), not the default: the
-variables widen the DP (the tiny GPT at n = 2 needs tables of 2^24 entries),
+variables widen the DP (the tiny GPT at n = 2 needs a table of 4.4 million entries),
 and on the large models the planning time doubles for changes within 0.1 %
 of the bytes (docs/method.md, ``tools/bench_needs_once.py``).
 
