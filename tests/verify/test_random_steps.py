@@ -86,6 +86,36 @@ class HandPickedTest(absltest.TestCase):
                           for n in plan.notes), plan.notes)
       self.assertEqual(rs.check(spec), [], spec.to_json())
 
+  def test_needs_priced_once_on_the_attention_step(self):
+    """A random attention step at k = 2 (docs/method.md section 8) priced once: one exact
+    level whose objective is the predicted bytes, and the plan runs exactly."""
+    spec = _spec(input="tokens", batch=1, dims=(7, 7, 2), k=2, loss="mse", classes=2,
+                 seed=1, blocks=(rs.Block("attention", 1, 1, 1, "VALID"),), needs_once=True)
+    fn, inputs, _ = rs.build_step(spec)
+    plan = tf_tofu.function(fn, devices=2, needs_once=True).plan(*inputs[0])
+    self.assertEqual([lvl["needs"] for lvl in plan.level_search], ["once"])
+    self.assertEqual(plan.objective, plan.total_bytes)
+    self.assertEqual(rs.check(spec), [], spec.to_json())
+
+  def test_an_objective_off_the_exact_bytes_is_reported(self):
+    import tf_tofu.search.onecut as onecut
+    real = onecut.finish_level
+
+    def off_by_one(*args, **kwargs):
+      import dataclasses as dc
+      res = real(*args, **kwargs)
+      return dc.replace(res, objective=res.objective + 1)
+
+    onecut.finish_level = off_by_one
+    try:
+      failures = rs.check(_spec(k=2, needs_once=True))
+    finally:
+      onecut.finish_level = real
+    self.assertLen(failures, 1)
+    self.assertRegex(failures[0], r"^objective: one level priced once, objective [\d,]+ B "
+                                  r"!= predicted [\d,]+ B")
+    self.assertEqual(rs.failure_kind(failures), "objective")
+
   def test_a_wrong_byte_count_is_reported(self):
     real = tf_tofu.count_transfer_bytes
     import tf_tofu.ops.counting as counting

@@ -19,7 +19,10 @@ on logical devices and lists every failed property:
 * losses and every variable equal the unpartitioned run (float64, the fixed
   bound of :mod:`tf_tofu.verify.equivalence`);
 * the bytes counted in the rewritten GraphDef equal the plan's prediction;
-* every node sits on a device of the plan.
+* every node sits on a device of the plan;
+* with ``needs_once`` (and not ``never_worse``), a plan of one level that
+  priced its shared needs once has objective == predicted bytes: the level's
+  objective is then its exact bytes (``search.onecut``, "Shared needs").
 
 :func:`step_specs` is the hypothesis strategy; :func:`shrink` makes a
 failing spec smaller while it keeps failing the same way.
@@ -353,6 +356,11 @@ def check(spec: StepSpec) -> list[str]:
     off = [n.name for n in p.graph_def.node if n.device not in devices]
     if off:
       failures.append(f"placement: {len(off)} nodes off the plan's devices, e.g. {off[0]!r}")
+    once = [lvl["needs"] == "once" for lvl in plan.level_search]
+    if (spec.needs_once and not spec.never_worse and once == [True]
+        and plan.objective != plan.total_bytes):
+      failures.append(f"objective: one level priced once, objective {plan.objective:,.0f} B "
+                      f"!= predicted {plan.total_bytes:,} B")
     failures += [f"numerics: {m}" for m in ref.compare(f)]
     return failures
   except Exception as e:  # every pipeline error is a finding
