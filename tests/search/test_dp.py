@@ -46,6 +46,22 @@ class SolveTest(parameterized.TestCase):
     for a, b in zip(got, want):
       np.testing.assert_array_equal(a.table, b.table)
 
+  @parameterized.parameters(range(12))
+  def test_fits_tells_when_the_exact_elimination_is_too_wide(self, seed):
+    # dp.fits runs the elimination order on the scopes alone: it says False exactly
+    # when solve(exact_only=True) raises TooWide.
+    domains, fs = random_problem(seed, groups=12, factors=24, max_scope=3, max_domain=3)
+    seen = set()
+    for max_table in (1, 3, 9, 27, 81, 243, 729, 1 << 20):
+      try:
+        dp.solve(domains, fs, max_table=max_table, exact_only=True)
+        exact = True
+      except dp.TooWide:
+        exact = False
+      self.assertEqual(dp.fits(domains, [f.scope for f in fs], max_table), exact, max_table)
+      seen.add(exact)
+    self.assertEqual(seen, {True, False})
+
   def test_chain_has_width_one(self):
     domains = [3] * 20
     fs = [dp.Factor((g, g + 1), np.arange(9.0).reshape(3, 3)) for g in range(19)]

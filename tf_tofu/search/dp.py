@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 from typing import Optional, Sequence
 
 import numpy as np
@@ -273,6 +274,43 @@ def _eliminate_all(domains: Sequence[int], factors: Sequence[Factor], max_table:
       progress.update(f"DP: {n - len(remaining):,} of {n:,} variables eliminated, widest "
                       f"table {width + 1} variables")
   return fg, eliminated, width
+
+
+def fits(domains: Sequence[int], scopes: Sequence[tuple[int, ...]], max_table: int) -> bool:
+  """Whether :func:`solve` eliminates every group of factors over ``scopes`` exactly
+  (else ``exact_only`` raises :class:`TooWide`): the elimination of
+  :func:`_eliminate_all` on the scopes alone, no tables.  Its order is the same
+  (groups of one state left out, the smallest table next, ties by index), so the
+  answer is exact and costs a set union per neighbour instead of a table."""
+  n = len(domains)
+  neighbours: dict[int, set] = {g: set() for g in range(n) if domains[g] > 1}
+  for scope in scopes:
+    live = [g for g in scope if domains[g] > 1]
+    for g in live:
+      neighbours[g].update(live)
+  for g, near in neighbours.items():
+    near.discard(g)
+
+  def size(g: int) -> int:
+    return domains[g] * math.prod(domains[s] for s in neighbours[g])
+
+  heap = [(size(g), g, 0) for g in neighbours]
+  heapq.heapify(heap)
+  version = dict.fromkeys(neighbours, 0)
+  while heap:
+    entries, g, ver = heapq.heappop(heap)
+    if g not in neighbours or ver != version[g]:
+      continue
+    near = neighbours.pop(g)
+    if entries > max_table or len(near) + 1 > 32:
+      return False
+    for s in near:
+      neighbours[s].discard(g)
+      neighbours[s].update(near - {s})
+    for s in near:
+      version[s] += 1
+      heapq.heappush(heap, (size(s), s, version[s]))
+  return True
 
 
 class TooWide(Exception):

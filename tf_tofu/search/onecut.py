@@ -829,11 +829,11 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
     exact_only = once and problem.shared_needs > 0
     key = (id(problem), max_table, exact_only)
     if key not in cache.solutions:
-      try:
-        sol = dp.solve(problem.variable_sizes(), problem.factors + problem.penalties,
-                       max_table=max_table, exact_only=exact_only)
-      except dp.TooWide:
-        sol = None
+      sizes, factors = problem.variable_sizes(), problem.factors + problem.penalties
+      sol = None
+      # Too wide is told from the scopes alone (dp.fits), before any table is built.
+      if not exact_only or dp.fits(sizes, [f.scope for f in factors], max_table):
+        sol = dp.solve(sizes, factors, max_table=max_table, exact_only=exact_only)
       cache.solutions[key] = (problem, sol)
     sol = cache.solutions[key][1]
     if sol is not None:
