@@ -290,11 +290,10 @@ def fits(domains: Sequence[int], scopes: Sequence[tuple[int, ...]], max_table: i
       neighbours[g].update(live)
   for g, near in neighbours.items():
     near.discard(g)
-
-  def size(g: int) -> int:
-    return domains[g] * math.prod(domains[s] for s in neighbours[g])
-
-  heap = [(size(g), g, 0) for g in neighbours]
+  # The entries of the table eliminating g would build, kept as neighbours come and go
+  # (a unit's choice variable may have hundreds of them).
+  size = {g: domains[g] * math.prod(domains[s] for s in near) for g, near in neighbours.items()}
+  heap = [(size[g], g, 0) for g in neighbours]
   heapq.heapify(heap)
   version = dict.fromkeys(neighbours, 0)
   while heap:
@@ -305,11 +304,15 @@ def fits(domains: Sequence[int], scopes: Sequence[tuple[int, ...]], max_table: i
     if entries > max_table or len(near) + 1 > 32:
       return False
     for s in near:
-      neighbours[s].discard(g)
-      neighbours[s].update(near - {s})
-    for s in near:
+      theirs = neighbours[s]
+      theirs.discard(g)
+      size[s] //= domains[g]
+      for t in near:
+        if t != s and t not in theirs:
+          theirs.add(t)
+          size[s] *= domains[t]
       version[s] += 1
-      heapq.heappush(heap, (size(s), s, version[s]))
+      heapq.heappush(heap, (size[s], s, version[s]))
   return True
 
 

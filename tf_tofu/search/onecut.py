@@ -36,14 +36,15 @@ variable ``y_d`` in {0, 1} with the factors
 unary factor on ``y_d``).  Minimised over the ``y``, a need's bytes are paid
 once when any unit makes it: the level's objective is its exact bytes.  The
 variables couple the units that share a need; when that makes the level too
-wide for the exact DP (``dp.TooWide``), the level is solved again with each
-unit paying its own needs (``build_level(needs_once=False)``): an exact DP for
-an objective that counts a shared need once per op group (an upper bound on
-the level's bytes), which the level reports (``LevelResult.needs``).  Pricing
-needs once is asked for (``SearchOptions.needs_once``), not the default: the
-variables widen the DP (the tiny GPT at n = 2 needs a table of 4.4 million entries),
-and on the large models the planning time doubles for changes within 0.1 %
-of the bytes (docs/method.md, ``tools/bench_needs_once.py``).
+wide for the exact DP (``dp.fits``, told from the factors' scopes before the DP
+runs), the level is solved again with each unit paying its own needs
+(``build_level(needs_once=False)``): an exact DP for an objective that counts
+a shared need once per op group (an upper bound on the level's bytes), which
+the level reports (``LevelResult.needs``).  Pricing needs once is asked for
+(``SearchOptions.needs_once``), not the default: the variables widen the DP
+(the tiny GPT at n = 2 needs a table of 4.4 million entries), and on the large
+models the planning time doubles for changes within 0.1 % of the bytes
+(docs/method.md, ``tools/bench_needs_once.py``).
 
 *Memory term* (``storage_price`` p > 0, the memory-budget search of
 ``tf_tofu.search.budget``): every group ``g`` that may be stored either cut or
