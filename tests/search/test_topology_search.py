@@ -101,6 +101,24 @@ class PlaceTest(absltest.TestCase):
         self.assertAlmostEqual(plan.comm_time, float(got))
         self.assertEqual(sum(plan.link_bytes.values()), plan.total_bytes)
 
+  def test_needs_priced_once_under_a_topology(self):
+    # needs_once changes each level's objective, not the topology search: the plan it
+    # picks is the least-time order of the once-priced candidates, and its link bytes
+    # add up to its bytes.
+    g, d = _view("mlp")
+    names = _names(2, 2)
+    topo = topology.Topology({"network": 1e11, "local": 1e9})
+    plan = api.plan_view(g, list(names), describer=d, memory=False, topology=topo,
+                         needs_once=True)
+    self.assertEqual([lvl["needs"] for lvl in plan.level_search], ["once", "once"])
+    raw = planners.run("tofu", g, len(names), d, planners.SearchOptions(needs_once=True))
+    times = [topology_search.exact_seconds(topology_search.link_bytes(
+                 c.evaluation.pair_bytes, o.names, topo), topo)
+             for c in raw.candidates
+             for o in topology_search.device_orders(names, c.factors, topo)]
+    self.assertEqual(topology_search.exact_seconds(plan.link_bytes, topo), min(times))
+    self.assertEqual(sum(plan.link_bytes.values()), plan.total_bytes)
+
   def test_cluster_devices_plan_without_connecting(self):
     devices = cluster.ClusterDevices({"worker": ["h0:1", "h1:1"]}, 2)
     g, d = _view("mlp")
