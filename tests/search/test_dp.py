@@ -48,7 +48,7 @@ class SolveTest(parameterized.TestCase):
 
   @parameterized.parameters(range(12))
   def test_fits_tells_when_the_exact_elimination_is_too_wide(self, seed):
-    # dp.fits runs the elimination order on the scopes alone: it says False exactly
+    # dp.fits runs the same elimination without tables: it says False exactly
     # when solve(exact_only=True) raises TooWide.
     domains, fs = random_problem(seed, groups=12, factors=24, max_scope=3, max_domain=3)
     seen = set()
@@ -58,7 +58,7 @@ class SolveTest(parameterized.TestCase):
         exact = True
       except dp.TooWide:
         exact = False
-      self.assertEqual(dp.fits(domains, [f.scope for f in fs], max_table), exact, max_table)
+      self.assertEqual(dp.fits(domains, fs, max_table), exact, max_table)
       seen.add(exact)
     self.assertEqual(seen, {True, False})
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-import math
 from typing import Optional, Sequence
 
 import numpy as np
@@ -121,11 +120,13 @@ class _FactorGraph:
   its neighbours after every elimination next to it.  ``size[g]``, the entries
   of the table eliminating ``g`` would build (``domains[g]`` times its
   neighbours' domains), is kept with it: multiplied when a neighbour comes,
-  divided when one goes, an exact int.
+  divided when one goes, an exact int.  A ``symbolic`` graph eliminates without
+  tables (its new factors are zero-stride views): the same order, for :func:`fits`.
   """
 
-  def __init__(self, domains: Sequence[int], factors: Sequence[Factor]):
+  def __init__(self, domains: Sequence[int], factors: Sequence[Factor], symbolic: bool = False):
     self.domains = list(domains)
+    self.symbolic = symbolic
     self.live: dict[int, Factor] = {}
     self.touching: dict[int, set] = {g: set() for g in range(len(domains))}
     self.shared: dict[int, dict[int, int]] = {g: {} for g in range(len(domains))}
@@ -194,11 +195,16 @@ class _FactorGraph:
     """Sums the factors touching ``g`` and minimises ``g`` out:
     ``m(rest) = min_{x_g} sum_f f(x_g, rest)``; returns ``(rest, argmin table)``."""
     scope = self.scope_of(g)
+    axis = scope.index(g)
+    rest = scope[:axis] + scope[axis + 1:]
+    if self.symbolic:
+      for fid in sorted(self.touching[g]):
+        self.pop(fid)
+      self.add(Factor(rest, np.broadcast_to(0.0, [self.domains[s] for s in rest])))
+      return rest, None
     total = np.zeros([self.domains[s] for s in scope])
     for fid in sorted(self.touching[g]):
       total = total + _aligned(self.pop(fid), scope)
-    axis = scope.index(g)
-    rest = scope[:axis] + scope[axis + 1:]
     self.add(Factor(rest, np.min(total, axis=axis)))
     return rest, np.argmin(total, axis=axis)
 
@@ -230,16 +236,17 @@ def fold_single_states(factors: Sequence[Factor], single: Sequence[bool]) -> lis
 
 
 def _eliminate_all(domains: Sequence[int], factors: Sequence[Factor], max_table: int,
-                   too_wide) -> tuple[_FactorGraph, list, int]:
+                   too_wide, symbolic: bool = False) -> tuple[_FactorGraph, list, int]:
   """The bucket elimination of :func:`solve`: groups of one state folded, the others
   eliminated cheapest table first (a heap keyed by the size of the table their
   elimination builds, refreshed when a neighbour changes).  When the cheapest table
   exceeds ``max_table`` entries (or 32 groups), the most connected group of that scope
   is passed to ``too_wide(factor graph, group)``, which takes it out of the factors.
-  Returns the factor graph, ``(group, rest, argmin)`` per elimination and the width."""
+  Returns the factor graph, ``(group, rest, argmin)`` per elimination and the width
+  (``symbolic``: no tables, no argmins; :func:`fits`)."""
   n = len(domains)
   single = [d == 1 for d in domains]
-  fg = _FactorGraph(domains, fold_single_states(factors, single))
+  fg = _FactorGraph(domains, fold_single_states(factors, single), symbolic)
   free = [g for g in range(n) if not single[g]]
   heap = [(fg.table_size(g), g, 0) for g in free]
   heapq.heapify(heap)
@@ -276,48 +283,23 @@ def _eliminate_all(domains: Sequence[int], factors: Sequence[Factor], max_table:
   return fg, eliminated, width
 
 
-def fits(domains: Sequence[int], scopes: Sequence[tuple[int, ...]], max_table: int) -> bool:
-  """Whether :func:`solve` eliminates every group of factors over ``scopes`` exactly
-  (else ``exact_only`` raises :class:`TooWide`): the elimination of
-  :func:`_eliminate_all` on the scopes alone, no tables.  Its order is the same
-  (groups of one state left out, the smallest table next, ties by index), so the
-  answer is exact and costs a set union per neighbour instead of a table."""
-  n = len(domains)
-  neighbours: dict[int, set] = {g: set() for g in range(n) if domains[g] > 1}
-  for scope in scopes:
-    live = [g for g in scope if domains[g] > 1]
-    for g in live:
-      neighbours[g].update(live)
-  for g, near in neighbours.items():
-    near.discard(g)
-  # The entries of the table eliminating g would build, kept as neighbours come and go
-  # (a unit's choice variable may have hundreds of them).
-  size = {g: domains[g] * math.prod(domains[s] for s in near) for g, near in neighbours.items()}
-  heap = [(size[g], g, 0) for g in neighbours]
-  heapq.heapify(heap)
-  version = dict.fromkeys(neighbours, 0)
-  while heap:
-    entries, g, ver = heapq.heappop(heap)
-    if g not in neighbours or ver != version[g]:
-      continue
-    near = neighbours.pop(g)
-    if entries > max_table or len(near) + 1 > 32:
-      return False
-    for s in near:
-      theirs = neighbours[s]
-      theirs.discard(g)
-      size[s] //= domains[g]
-      for t in near:
-        if t != s and t not in theirs:
-          theirs.add(t)
-          size[s] *= domains[t]
-      version[s] += 1
-      heapq.heappush(heap, (size[s], s, version[s]))
-  return True
-
-
 class TooWide(Exception):
   """Raised by :func:`solve` with ``exact_only`` when a group is too wide to eliminate."""
+
+
+def _too_wide(fg: _FactorGraph, victim: int) -> None:
+  raise TooWide(f"group {victim} is too wide to eliminate")
+
+
+def fits(domains: Sequence[int], factors: Sequence[Factor], max_table: int) -> bool:
+  """Whether :func:`solve` eliminates every group exactly (else ``exact_only`` raises
+  :class:`TooWide`): the same elimination, symbolic, so the same order and answer,
+  at the cost of its bookkeeping instead of its tables."""
+  try:
+    _eliminate_all(domains, factors, max_table, _too_wide, symbolic=True)
+  except TooWide:
+    return False
+  return True
 
 
 def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 << 20,
@@ -335,14 +317,13 @@ def solve(domains: Sequence[int], factors: Sequence[Factor], max_table: int = 1 
   heuristic: list[list[int]] = []
 
   def condition(fg: _FactorGraph, victim: int) -> None:
-    if exact_only:
-      raise TooWide(f"group {victim} is too wide for a table of {max_table:,} entries")
     if not heuristic:
       heuristic.append(coordinate_descent(domains, original))
     fixed_values[victim] = heuristic[0][victim]
     fg.condition(victim, heuristic[0][victim])
 
-  _, eliminated, width = _eliminate_all(domains, original, max_table, condition)
+  _, eliminated, width = _eliminate_all(domains, original, max_table,
+                                        _too_wide if exact_only else condition)
   assignment = [0] * len(domains)
   for g, v in fixed_values.items():
     assignment[g] = v

@@ -36,7 +36,7 @@ variable ``y_d`` in {0, 1} with the factors
 unary factor on ``y_d``).  Minimised over the ``y``, a need's bytes are paid
 once when any unit makes it: the level's objective is its exact bytes.  The
 variables couple the units that share a need; when that makes the level too
-wide for the exact DP (``dp.fits``, told from the factors' scopes before the DP
+wide for the exact DP (``dp.fits``, told by a symbolic elimination before the DP
 runs), the level is solved again with each unit paying its own needs
 (``build_level(needs_once=False)``): an exact DP for an objective that counts
 a shared need once per op group (an upper bound on the level's bytes), which
@@ -446,15 +446,17 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
     if (count + 1) % 2000 == 0:
       progress.update(f"priced {count + 1:,}/{len(todo):,} op groups")
   updates = _update_needs(graph, shapes, n, describer, tensor_domains, itemsize_of, pricer)
-  shared = _shared_needs(parts, updates) if needs_once else {}
+  shared, part_needs = (_shared_needs(parts, updates) if needs_once else
+                         ({}, [{}] * len(parts)))
   base = len(domains)  # the need variables y_d come right after the groups
   factors = [dp.Factor((base + y, group_of[dkey[1]]), np.stack([np.zeros_like(vec), vec]))
              for dkey, (y, vec) in shared.items()]
   units, unit_needs = [], []
   aux_sizes: list[int] = []
-  for members, member_skels, (wiring, sub_scope, axes, tensors) in parts:
-    names, stack, least, external = _part_table(members, member_skels, wiring, sub_scope, axes,
-                                                tensors, shared, domains, group_of, priced)
+  for (members, member_skels, (wiring, sub_scope, axes, tensors)), made in zip(parts, part_needs):
+    names, stack, least, external = _part_table(
+        members, member_skels, wiring, sub_scope, axes, tensors,
+        [dkey for dkey in made if dkey in shared], domains, group_of, priced)
     ys = tuple(base + shared[d][0] for d in external)
     if isinstance(stack, SumTable):
       factors.extend(dp.Factor((sub_scope[pos],), vec) for pos, vec in stack.terms)
@@ -479,21 +481,17 @@ def _build_level(graph, groups, contexts, shapes, n, describer, domains, todo, f
                       penalties, len(shared), tuple(unit_needs))
 
 
-def _part_table(members, member_skels, wiring, sub_scope, axes, tensors, shared, domains,
+def _part_table(members, member_skels, wiring, sub_scope, axes, tensors, external, domains,
                 group_of, priced: dict):
   """``(names, table, its minimum over joint options if dense, the shared needs it leaves
-  out)`` of one part (an op group, or one member of a split one), made once per structure
-  and kept in ``priced``."""
-  external, ext_key = [], ()
-  if shared:
-    # The needs this part shares with other parts, in a canonical order (local tensor,
-    # need id), so that parts of one structure share their table.
-    local = {t: i for i, t in enumerate(tensors)}
-    external = sorted({("in", op.inputs[idx], need_id)
-                       for op, sk in zip(members, member_skels) for idx, need_id, _ in sk[3]
-                       if ("in", op.inputs[idx], need_id) in shared},
-                      key=lambda d: (local[d[1]], d[2]))
-    ext_key = tuple([(local[d[1]], d[2]) for d in external])
+  out)`` of one part (an op group, or one member of a split one) whose needs
+  ``external`` are shared with other parts, made once per structure and kept in
+  ``priced``."""
+  # The shared needs in a canonical order (local tensor, need id), so that parts of one
+  # structure share their table.
+  local = {t: i for i, t in enumerate(tensors)} if external else {}
+  external = sorted(external, key=lambda d: (local[d[1]], d[2]))
+  ext_key = tuple([(local[d[1]], d[2]) for d in external])
   # The table is a function of the members' skeletons, of how their slots share
   # tensors and tensor groups, and of which of their needs are shared: its key.
   struct = (tuple([sk[0] for sk in member_skels]), wiring, axes, ext_key)
@@ -531,33 +529,28 @@ def _update_needs(graph: SearchGraph, shapes, n: int, describer: Describer, tens
   return out
 
 
-def _shared_needs(parts, updates) -> dict[tuple, tuple[int, np.ndarray]]:
+def _shared_needs(parts, updates) -> tuple[dict[tuple, tuple[int, np.ndarray]], list[dict]]:
   """The needs ``("in", tensor, need id)`` that move bytes for two or more parts (op
   groups, or the update ops), each with its variable's number (in order of first
-  use) and cost vector: ``S_d`` of the module docstring."""
-  owners: dict[tuple, list] = {}
+  use) and cost vector (``S_d`` of the module docstring); and per part, the needs
+  that move bytes it makes."""
+  made = []  # per part, then per update: the needs it makes, with their cost vectors
   for members, member_skels, _ in parts:
     mine = {}
     for op, sk in zip(members, member_skels):
       for idx, need_id, vec in sk[3]:
         mine.setdefault(("in", op.inputs[idx], need_id), vec)
+    made.append(mine)
+  made.extend({dkey: vec} for dkey, vec in updates)
+  owners: dict[tuple, list] = {}  # need -> [how many make it, its cost vector]
+  for mine in made:
     for dkey, vec in mine.items():
-      got = owners.get(dkey)
-      if got is None:
-        owners[dkey] = [1, vec]
-      else:
-        got[0] += 1
-  for dkey, vec in updates:
-    got = owners.get(dkey)
-    if got is None:
-      owners[dkey] = [1, vec]
-    else:
-      got[0] += 1
-  out = {}
+      owners.setdefault(dkey, [0, vec])[0] += 1
+  shared = {}
   for dkey, (count, vec) in owners.items():
     if count > 1:
-      out[dkey] = (len(out), vec)
-  return out
+      shared[dkey] = (len(shared), vec)
+  return shared, made[:len(parts)]
 
 
 def _wiring(members: Sequence[SOp], used: Sequence[tuple], group_of: Mapping[str, int]) -> tuple:
@@ -832,8 +825,8 @@ def solve_level(graph: SearchGraph, groups: Sequence[Sequence[str]], contexts: M
     if key not in cache.solutions:
       sizes, factors = problem.variable_sizes(), problem.factors + problem.penalties
       sol = None
-      # Too wide is told from the scopes alone (dp.fits), before any table is built.
-      if not exact_only or dp.fits(sizes, [f.scope for f in factors], max_table):
+      # Too wide is told symbolically (dp.fits), before any table is built.
+      if not exact_only or dp.fits(sizes, factors, max_table):
         sol = dp.solve(sizes, factors, max_table=max_table, exact_only=exact_only)
       cache.solutions[key] = (problem, sol)
     sol = cache.solutions[key][1]
