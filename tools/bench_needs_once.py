@@ -17,21 +17,23 @@ and costs, planning tofu's recursion both ways:
   (``tf_tofu.verify.random_steps``, hypothesis seed ``--seed``, each with its
   own k in 2..8), also against the best cut-only baseline;
 * PaSE's five models at ``--ps`` (``tools/bench_pase.py``): bytes and planning
-  seconds (one cold run each, trace excluded).
+  seconds (one cold run each, each model in a process of its own, trace
+  excluded).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-import time
+import tempfile
 
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from zoo_graphs import pase_step, tiny_zoo_views  # noqa: E402
+from zoo_graphs import cold_plan, pase_step, tiny_zoo_views  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("ks", ["2", "3", "4", "5", "6", "8"], "Device counts for the tiny zoo.")
@@ -42,6 +44,8 @@ flags.DEFINE_list("models", ["transformer", "resnet101", "inceptionv3", "alexnet
                   "PaSE's models to plan (none: an empty list).")
 flags.DEFINE_list("ps", ["8"], "Device counts for PaSE's models.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
+flags.DEFINE_string("row_to", None, "Plan the one model of --models in this process and "
+                    "write its table rows to this file (how the tool runs each model).")
 
 
 def _once_levels(plan) -> str:
@@ -119,43 +123,50 @@ def random_steps(examples: int, seed: int) -> str:
           f"at a single level priced once.")
 
 
-def pase_models() -> str:
-  """PaSE's models at ``--ps``: bytes and seconds both ways."""
-  import gc
+def model_rows(name: str) -> str:
+  """One of PaSE's models at every p of ``--ps``, planned both ways: its table rows."""
   import tf_tofu
-  from tf_tofu import api
-  from tf_tofu.core import collector
-  from tf_tofu.graph import view
-  from tf_tofu.opdefs.registry import Describer
+  step = pase_step(name)
+  with step.context():
+    graph = tf_tofu.trace(step.fn, *step.input_signature)
   lines = []
-  for name in FLAGS.models:
-    step = pase_step(name)
-    with step.context():
-      graph = tf_tofu.trace(step.fn, *step.input_signature)
-    for p in map(int, FLAGS.ps):
-      cells = []
-      for once in (False, True):
-        gc.collect()
-        start = time.perf_counter()
-        with collector.bulk():  # as tf_tofu.plan runs
-          describer = Describer()
-          sgraph = view.from_tofu_graph(graph, describer)
-          plan = api.plan_view(sgraph, p, describer=describer, memory=False, needs_once=once)
-        cells.append((plan, time.perf_counter() - start))
-      (default, t_default), (once, t_once) = cells
-      change = 100.0 * (once.total_bytes - default.total_bytes) / default.total_bytes
-      lines.append(f"| {name} | {len(graph.ops):,} | {p} | {default.total_bytes:,} | "
-                   f"{once.total_bytes:,} ({change:+.3f}%) | {_once_levels(once)} | "
-                   f"{t_default:.2f} | {t_once:.2f} |")
-      print(lines[-1], flush=True)
-  return ("PaSE's models (one cold run each, trace excluded):\n\n"
+  for p in map(int, FLAGS.ps):
+    default, t_default = cold_plan(graph, p)
+    once, t_once = cold_plan(graph, p, needs_once=True)
+    change = 100.0 * (once.total_bytes - default.total_bytes) / default.total_bytes
+    lines.append(f"| {name} | {len(graph.ops):,} | {p} | {default.total_bytes:,} | "
+                 f"{once.total_bytes:,} ({change:+.3f}%) | {_once_levels(once)} | "
+                 f"{t_default:.2f} | {t_once:.2f} |")
+    print(lines[-1], flush=True)
+  return "\n".join(lines)
+
+
+def pase_models() -> str:
+  """PaSE's models at ``--ps``, each planned in a process of its own (as
+  ``tools/bench_pase.py`` does: later models ran slower in a shared one)."""
+  rows = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for name in FLAGS.models:
+      row_file = os.path.join(tmp, name)
+      subprocess.run([sys.executable, os.path.abspath(__file__), f"--models={name}",
+                      f"--ps={','.join(FLAGS.ps)}", "--nowrite", f"--row_to={row_file}"],
+                     check=True)
+      with open(row_file) as f:
+        rows.append(f.read())
+  return ("PaSE's models (one cold run each, each model in a process of its own, trace "
+          "excluded):\n\n"
           "| model | ops | p | bytes, default | bytes, needs_once | levels priced once | "
           "seconds, default | seconds, needs_once |\n|---|---|---|---|---|---|---|---|\n"
-          + "\n".join(lines))
+          + "\n".join(rows))
 
 
 def main(argv):
   del argv
+  if FLAGS.row_to:
+    (name,) = FLAGS.models
+    with open(FLAGS.row_to, "w") as f:
+      f.write(model_rows(name))
+    return 0
   from tf_tofu.core import devices
   devices.split_cpu(8)  # the random steps ask for up to 8 devices
   parts = [tiny_zoo()[0]]

@@ -33,19 +33,17 @@ The models, at PaSE's batch sizes:
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from zoo_graphs import pase_step  # noqa: E402
+from zoo_graphs import cold_plan, pase_step  # noqa: E402
 
 PS = (4, 8, 16, 32, 64)
 # PaSE's planning seconds per p (None: PaSE ran out of memory), from the issue.
@@ -77,10 +75,6 @@ def _cell(ours: float, pase) -> str:
 def _row(name: str, ps) -> str:
   """Plans ``name`` at every p of ``ps`` in this process; its table row."""
   import tf_tofu
-  from tf_tofu import api
-  from tf_tofu.core import collector
-  from tf_tofu.graph import view
-  from tf_tofu.opdefs.registry import Describer
   step = pase_step(name)
   with step.context():
     graph = tf_tofu.trace(step.fn, *step.input_signature)
@@ -88,13 +82,8 @@ def _row(name: str, ps) -> str:
   for p in ps:
     runs = []
     for _ in range(FLAGS.repeats):
-      gc.collect()
-      start = time.perf_counter()  # cold: a new view and Describer per run
-      with collector.bulk():  # as tf_tofu.plan runs both
-        describer = Describer()
-        sgraph = view.from_tofu_graph(graph, describer)
-        plan = api.plan_view(sgraph, p, describer=describer, memory=False)
-      runs.append(time.perf_counter() - start)
+      plan, seconds = cold_plan(graph, p)
+      runs.append(seconds)
     secs = min(runs)
     pase = PASE[name][PS.index(p)] if p in PS else None
     print(f"{name} ({len(graph.ops):,} ops) p={p}: {secs:.2f} s (runs "

@@ -88,3 +88,22 @@ def tiny_zoo_views(optimizer: str = "adam"):
         graph = api.as_graph(step.fn, step.input_signature)
       describer = Describer()
       yield key, flavor, view.from_tofu_graph(graph, describer), describer
+
+
+def cold_plan(graph, devices, **options):
+  """``(plan, seconds)``: plans the traced ``graph`` cold, as a user's first
+  ``tf_tofu.plan`` would (a new view and Describer, after ``gc.collect()`` so that
+  earlier garbage is not billed to it; no memory estimate), timing the plan call
+  alone (tracing excluded)."""
+  import gc
+  from tf_tofu import api
+  from tf_tofu.core import collector
+  from tf_tofu.graph import view
+  from tf_tofu.opdefs.registry import Describer
+  gc.collect()
+  start = time.perf_counter()
+  with collector.bulk():  # as tf_tofu.plan runs both
+    describer = Describer()
+    sgraph = view.from_tofu_graph(graph, describer)
+    plan = api.plan_view(sgraph, devices, describer=describer, memory=False, **options)
+  return plan, time.perf_counter() - start
