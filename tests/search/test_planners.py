@@ -25,16 +25,16 @@ class ZooPlannersTest(parameterized.TestCase):
 
   @parameterized.parameters(*[(key, opt) for key in ZOO for opt in ("sgd", "adam")])
   def test_tofu_beats_every_baseline_on_one_cut(self, key, optimizer):
-    # One level, solved exactly on its exact bytes: Tofu's cut-only plan moves no more
-    # than any cut-only baseline's, and with replicated storage allowed no more than
-    # datapar's (which stores the variables replicated).
+    # One level: Tofu's plan moves no more than any baseline's here, and with replicated
+    # storage allowed no more than datapar's (which stores the variables replicated),
+    # the rule wherever a baseline replicates.
     graph = traced(key, optimizer)
     describer = Describer()
     plans = {p: tf_tofu.plan(graph, devices=2, planner=p, describer=describer, memory=False)
              for p in PLANNERS}
     self.assertTrue(plans["tofu"].proven_optimal)
-    for name in planners.CUT_ONLY:
-      self.assertLessEqual(plans["tofu"].total_bytes, plans[name].total_bytes, f"{key}: {name}")
+    for name, plan in plans.items():
+      self.assertLessEqual(plans["tofu"].total_bytes, plan.total_bytes, f"{key}: {name}")
     replicating = tf_tofu.plan(graph, devices=2, describer=describer, allow_rep_storage=True,
                                memory=False)
     self.assertLessEqual(replicating.total_bytes, plans["datapar"].total_bytes, key)
