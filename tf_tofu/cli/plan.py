@@ -28,8 +28,8 @@ flags.DEFINE_bool("never_worse", False, "Also run the cut-only baselines, keep t
                   "(about twice the search time).")
 flags.DEFINE_bool("needs_once", False, "Price a conversion that several op groups need alike "
                   "once per level, as the rewrite sends it, so each level is solved on its "
-                  "exact bytes (a level too wide for that is priced per op group; about "
-                  "twice the search time on large models).")
+                  "exact bytes (a level too wide for that is priced per op group; 1.5 to "
+                  "4 times the search time on large models).")
 flags.DEFINE_string("memory_budget", None, "Peak bytes per device the plan must fit in: 16GiB, "
                     "512MiB, 1.5GB, a byte count, or 'unlimited'; replicates storage where "
                     "that moves fewer bytes (about 10x the search time).")

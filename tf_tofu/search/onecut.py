@@ -43,7 +43,7 @@ a shared need once per op group (an upper bound on the level's bytes), which
 the level reports (``LevelResult.needs``).  Pricing needs once is asked for
 (``SearchOptions.needs_once``), not the default: the variables widen the DP
 (the tiny GPT at n = 2 needs a table of 4.4 million entries), and on the large
-models planning takes 1.5 to 3 times as long for changes within 0.1 % of the
+models planning takes 1.5 to 4 times as long for changes within 0.1 % of the
 bytes (docs/method.md, ``tools/bench_needs_once.py``).
 
 *Memory term* (``storage_price`` p > 0, the memory-budget search of

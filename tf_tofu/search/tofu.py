@@ -32,7 +32,7 @@ class SearchOptions:
       objective is its exact bytes (``onecut``, "Shared needs"); a level too
       wide for the exact DP that way is priced per op group, and says so (a
       larger ``max_table``, 2**23, lets the GPTs' levels fit).  Off by default:
-      it widens the DP, and planning the large models takes 1.5 to 3 times as long.
+      it widens the DP, and planning the large models takes 1.5 to 4 times as long.
     memory_budget: the most bytes any device may hold at its peak
       (``tf_tofu.layout.memory.plan_peak``), or None (no budget: Tofu's
       cut-only storage, today's plans).  With a budget the search may store
