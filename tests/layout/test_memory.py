@@ -63,6 +63,9 @@ def check_agrees(test, graph, sg, plan, describer):
                    [(s.op_type, s.device, s.output_bytes) for s in ref])
   test.assertEqual(got.peak, want.peak)
   test.assertEqual(got.persistent, want.persistent)
+  # schedule_peak counts the same schedule as it is made, without listing it.
+  test.assertEqual(memory.schedule_peak(sg, plan.factors, plan.layouts, plan.strategies,
+                                        describer, plan.devices), got)
 
 
 FULL = os.environ.get("TF_TOFU_FULL_MATRIX") == "1"

@@ -28,7 +28,7 @@ partition across k devices is the single-device peak over k.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -74,62 +74,119 @@ class MemoryEstimate:
             "persistent": {d: int(b) for d, b in sorted(self.persistent.items())}}
 
 
-def peak_memory(schedule: Sequence[Step], persistent: Mapping[str, int]) -> MemoryEstimate:
-  """Liveness over ``schedule`` (module docstring); ``persistent`` bytes per device.
+# A buffer is keyed by ``tensor << DEVICE_BITS | device``: at most 2**20 devices.
+DEVICE_BITS = 20
 
-  Buffers are numbered as they appear; each has a device, a size, the step it is born
-  at and the last step that reads it, and the live bytes per device are the running sum
-  of ``+size`` at birth and ``-size`` after the last read.  The schedule lists a node
-  before its readers (both schedules above do; a node's inputs outside the schedule are
-  not counted)."""
-  step_of = {s.name: i for i, s in enumerate(schedule)}
-  nbytes_of: dict[str, int] = {}
-  buffer_of: dict[tuple[str, str], int] = {}  # (tensor, device) -> the buffer it uses there
-  device, size, born, last = [], [], [], []
-  for i, s in enumerate(schedule):
-    here = s.device
-    for t in s.inputs:
-      b = buffer_of.get((t, here))
-      if b is None:
-        src = step_of.get(t.partition(":")[0])
-        if src is None:
-          continue  # not a node of the schedule
-        b = buffer_of[(t, here)] = len(size)  # read on another device: a received buffer
-        device.append(here), size.append(nbytes_of.get(t, 0)), born.append(src)
+
+class Liveness:
+  """The rules above, applied node by node as a schedule is made: tensors and devices
+  are small ints, so a schedule of millions of nodes (a plan's rewrite at k = 64) is
+  counted without a name or an object per node.
+
+  :meth:`add` takes a node's device (an index), op type, the tensors it reads
+  (ids from earlier :meth:`add` calls; None for a tensor outside the schedule,
+  not counted) and its outputs' bytes, and returns the id of its first output
+  (output ``o`` is that id + o; a node without outputs still gets one id, which
+  holds no buffer).  Each buffer has a device, a size, the step it is born at
+  and the last step that reads it: a node's own outputs are born at its step on
+  its device; a tensor read on another device is a received buffer there, born
+  at its producer's step; an aliasing node's outputs are its first input's
+  buffer on its device.
+  """
+
+  def __init__(self):
+    self._buffer_of: dict[int, int] = {}  # tensor << DEVICE_BITS | device -> buffer
+    self._nbytes: list[int] = []          # tensor -> its bytes
+    self.step_of: list[int] = []          # tensor -> the step that makes it
+    self.first_output: list[int] = []     # step -> the id of its first output
+    self.device: list[int] = []           # buffer -> its device
+    self.size: list[int] = []
+    self.born: list[int] = []
+    self.last: list[int] = []
+
+  def add(self, device: int, op_type: str, inputs: Sequence[Optional[int]],
+          output_bytes: Sequence[int]) -> int:
+    i = len(self.first_output)
+    buffer_of, last = self._buffer_of, self.last
+    for t in inputs:
+      if t is None:
+        continue
+      key = (t << DEVICE_BITS) | device
+      b = buffer_of.get(key)
+      if b is None:  # read on another device: a received buffer
+        b = buffer_of[key] = len(last)
+        self.device.append(device)
+        self.size.append(self._nbytes[t])
+        self.born.append(self.step_of[t])
         last.append(i)
       else:
         last[b] = i
     alias = None
-    if s.op_type in ALIAS_OPS and s.inputs:
-      alias = buffer_of.get((s.inputs[0], here))
+    if op_type in ALIAS_OPS and inputs and inputs[0] is not None:
+      alias = buffer_of.get((inputs[0] << DEVICE_BITS) | device)
     # A read of a variable is the variable's buffer; constants are persistent.
-    own = s.op_type not in PERSISTENT_OPS and s.op_type != "ReadVariableOp"
-    for o, nbytes in enumerate(s.output_bytes):
-      t = f"{s.name}:{o}"
-      nbytes_of[t] = nbytes
+    own = op_type not in PERSISTENT_OPS and op_type != "ReadVariableOp"
+    first = len(self._nbytes)
+    self.first_output.append(first)
+    for o, nbytes in enumerate(output_bytes):
+      key = ((first + o) << DEVICE_BITS) | device
       if alias is not None:
-        buffer_of[(t, here)] = alias
+        buffer_of[key] = alias
         last[alias] = i
       else:
-        buffer_of[(t, here)] = len(size)
-        device.append(here), size.append(nbytes if own else 0), born.append(i), last.append(i)
-  devices = sorted({s.device for s in schedule} | set(persistent))
-  running = _peak_running_sums(devices, device, size, born, last)
-  peak = {d: int(persistent.get(d, 0) + max(0, running.get(d, 0))) for d in devices}
-  return MemoryEstimate(peak=peak, persistent={d: int(persistent.get(d, 0)) for d in devices})
+        buffer_of[key] = len(last)
+        self.device.append(device)
+        self.size.append(nbytes if own else 0)
+        self.born.append(i)
+        last.append(i)
+    outs = len(output_bytes) or 1
+    self._nbytes.extend(output_bytes or (0,))
+    self.step_of.extend([i] * outs)
+    return first
+
+  def estimate(self, devices: Sequence[str], persistent: Mapping[str, int]) -> MemoryEstimate:
+    """Peak bytes per device (device index ``j`` is ``devices[j]``; a device with only
+    ``persistent`` bytes counts them) and the persistent part of each."""
+    running = _peak_running_sums(len(devices), self.device, self.size, self.born, self.last)
+    names = sorted(set(devices) | set(persistent))
+    index = {d: j for j, d in enumerate(devices)}
+    peak = {d: int(persistent.get(d, 0) + max(0, running[index[d]] if d in index else 0))
+            for d in names}
+    return MemoryEstimate(peak=peak, persistent={d: int(persistent.get(d, 0)) for d in names})
 
 
-def _peak_running_sums(devices: Sequence[str], device: Sequence[str], size: Sequence[int],
-                       born: Sequence[int], last: Sequence[int]) -> dict[str, int]:
-  """Per device, the largest running sum of ``+size`` at step ``born`` and ``-size`` at
-  step ``last + 1`` over its buffers (events at one step are summed first); integers
-  throughout, memory in the number of buffers, not steps x devices."""
+def peak_memory(schedule: Sequence[Step], persistent: Mapping[str, int]) -> MemoryEstimate:
+  """Liveness over ``schedule`` (module docstring; :class:`Liveness`); ``persistent``
+  bytes per device.  The schedule lists a node before its readers (both schedules
+  above do); a node's inputs that no earlier node of the schedule makes are not
+  counted."""
+  live = Liveness()
+  index: dict[str, int] = {}
+  made: dict[str, tuple[int, int]] = {}  # node -> (id of its first output, its outputs)
+  for s in schedule:
+    ins: list[Optional[int]] = []
+    for t in s.inputs:
+      node, _, o = t.partition(":")
+      got = made.get(node)
+      o = int(o) if o else 0
+      ins.append(got[0] + o if got is not None and o < got[1] else None)
+    device = index.setdefault(s.device, len(index))
+    made[s.name] = (live.add(device, s.op_type, ins, s.output_bytes), len(s.output_bytes))
+  return live.estimate(list(index), persistent)
+
+
+def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int],
+                       born: Sequence[int], last: Sequence[int]) -> list[int]:
+  """Per device index, the largest running sum of ``+size`` at step ``born`` and ``-size``
+  at step ``last + 1`` over its buffers (events at one step are summed first; 0 for a
+  device without any); integers throughout, memory in the number of buffers, not steps
+  x devices."""
+  out = [0] * n_devices
   size_a = np.asarray(size, np.int64)
   keep = size_a != 0
   if not keep.any():
-    return {}
-  index = {d: j for j, d in enumerate(devices)}
-  rows = np.asarray([index[d] for d in device], np.int64)[keep]
+    return out
+  rows = np.asarray(device, np.int64)[keep]
   size_a = size_a[keep]
   span = max(max(last), max(born)) + 2
   keys = np.concatenate([rows * span + np.asarray(born, np.int64)[keep],
@@ -143,7 +200,9 @@ def _peak_running_sums(devices: Sequence[str], device: Sequence[str], size: Sequ
   before = np.r_[0, total][starts]  # the running sum where each device's events start
   running = total - np.repeat(before, np.diff(np.r_[starts, len(uniq)]))
   best = np.maximum.reduceat(running, starts)
-  return {devices[int(r)]: int(b) for r, b in zip(row[starts], best)}
+  for r, b in zip(row[starts], best):
+    out[int(r)] = int(b)
+  return out
 
 
 def tofu_graph_peak(graph) -> int:
@@ -159,5 +218,5 @@ def tofu_graph_peak(graph) -> int:
   return peak_memory(schedule, {"single": persistent}).worst
 
 
-__all__ = ["ALIAS_OPS", "PERSISTENT_OPS", "MemoryEstimate", "Step", "peak_memory",
+__all__ = ["ALIAS_OPS", "PERSISTENT_OPS", "Liveness", "MemoryEstimate", "Step", "peak_memory",
            "tofu_graph_peak"]

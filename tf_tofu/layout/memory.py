@@ -60,7 +60,7 @@ from tf_tofu.graph import view as view_lib
 from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.graph.vocabulary import SCATTER_OPS
 from tf_tofu.layout import guillotine, tiling, transfers
-from tf_tofu.layout.liveness import MemoryEstimate, Step, peak_memory
+from tf_tofu.layout.liveness import Liveness, MemoryEstimate, Step, peak_memory
 from tf_tofu.opdefs.registry import Describer, context_key
 
 # Outputs TensorFlow's shape functions leave unknown (the GraphDef estimate counts them 0):
@@ -73,10 +73,11 @@ UNSIZED_OUTPUTS = {"FusedBatchNormV3": (5,), "FusedBatchNormGradV3": (3, 4)}
 
 @dataclasses.dataclass(frozen=True)
 class _Shard:
-  """Schedule tensor ``tensor`` holds ``box`` of a graph tensor, on device ``device``."""
+  """Schedule tensor ``tensor`` (a ``Liveness`` id) holds ``box`` of a graph tensor, on
+  device ``device``."""
 
   box: Region
-  tensor: str
+  tensor: int
   device: int
 
 
@@ -86,7 +87,9 @@ def _numpy_dtype(dtype: str):
 
 
 class _Schedule:
-  """The nodes of a plan's rewrite as liveness steps, with the persistent bytes.
+  """The nodes of a plan's rewrite, counted by ``liveness.Liveness`` as they are made,
+  with the persistent bytes.  A node's outputs are named by the ints ``Liveness.add``
+  gives; ``steps`` (when kept) lists them as liveness Steps, node ``i`` named ``n<i>``.
 
   A conversion (an input's gather, an output's reduce and gather) emits the same nodes
   for every tensor with the same dtype and boxes; only the names of the shards it reads
@@ -94,31 +97,39 @@ class _Schedule:
   (every layer of a model, every step of an unrolled RNN): same steps, same bytes, no
   box arithmetic."""
 
-  def __init__(self, devices: Sequence[str]):
+  def __init__(self, devices: Sequence[str], keep_steps: bool = False):
     self.devices = tuple(devices)
-    self.steps: list[Step] = []
+    self.live = Liveness()
+    self.steps: Optional[list[Step]] = [] if keep_steps else None
     self.persistent = [0] * len(self.devices)
-    self._pool: dict[tuple, str] = {}
+    self._pool: dict[tuple, int] = {}
     self._log: Optional[list] = None           # the conversion being recorded
     self._templates: dict[tuple, Optional[_Template]] = {}
 
-  def add(self, op_type: str, device: int, inputs: Sequence[str],
-          output_bytes: Sequence[int] = ()) -> str:
+  def add(self, op_type: str, device: int, inputs: Sequence[int],
+          output_bytes: Sequence[int] = ()) -> int:
     """A node; returns its first output's name."""
-    name = f"n{len(self.steps)}:0"
-    output_bytes = tuple(int(b) for b in output_bytes)
-    self.steps.append(Step(name[:-2], self.devices[device], op_type, tuple(inputs),
-                           output_bytes))
+    inputs = tuple(inputs)
+    output_bytes = tuple([int(b) for b in output_bytes])
+    name = self.live.add(device, op_type, inputs, output_bytes)
+    if self.steps is not None:
+      self.steps.append(Step(f"n{len(self.steps)}", self.devices[device], op_type,
+                             tuple(self.step_name(t) for t in inputs), output_bytes))
     if self._log is not None:
-      self._log.append((name, op_type, device, tuple(inputs), output_bytes))
+      self._log.append((name, op_type, device, inputs, output_bytes))
     return name
 
-  def const(self, device: int, value, dtype: str, pooled: bool = True) -> str:
+  def step_name(self, t: int) -> str:
+    """The liveness name ``n<step>:<output>`` of tensor ``t``."""
+    step = self.live.step_of[t]
+    return f"n{step}:{t - self.live.first_output[step]}"
+
+  def const(self, device: int, value, dtype: str, pooled: bool = True) -> int:
     """A constant on ``device`` (persistent; pooled ones once per device and value)."""
     arr = np.asarray(value, dtype=_numpy_dtype(dtype))  # no copy when the dtype is right
     return self.keyed_const((device, dtype, arr.shape, arr.tobytes()), arr.nbytes, pooled)
 
-  def keyed_const(self, key: tuple, nbytes: int, pooled: bool) -> str:
+  def keyed_const(self, key: tuple, nbytes: int, pooled: bool) -> int:
     """The constant ``key = (device, dtype, shape, bytes)`` (see :meth:`const`)."""
     name = self._pool.get(key) if pooled else None
     if name is None:
@@ -132,12 +143,12 @@ class _Schedule:
       self._log.append((name, None, key, nbytes, pooled))
     return name
 
-  def index_const(self, device: int, values: Sequence[int]) -> str:
+  def index_const(self, device: int, values: Sequence[int]) -> int:
     dt = "int64" if any(abs(int(v)) >= 2**31 for v in values) else "int32"
     return self.const(device, np.asarray(list(values), dtype=dt), dt)
 
-  def converted(self, key: tuple, reads: Sequence[Optional[str]], emit
-                ) -> list[Optional[str]]:
+  def converted(self, key: tuple, reads: Sequence[Optional[int]], emit
+                ) -> list[Optional[int]]:
     """``emit()``, a conversion that reads the tensors ``reads`` and returns a name per
     device: recorded under ``key`` (what the nodes depend on besides ``reads``), then
     replayed for every later conversion with the same key."""
@@ -166,11 +177,11 @@ class _Template:
   outputs: tuple
 
   @classmethod
-  def of(cls, log: list, reads: Sequence[Optional[str]], out: Sequence[Optional[str]]
+  def of(cls, log: list, reads: Sequence[Optional[int]], out: Sequence[Optional[int]]
          ) -> Optional["_Template"]:
     """The template of ``log``, or None where names cannot be told apart (a tensor read
     twice, a pooled constant that is also read): such a conversion is emitted each time."""
-    refs: dict[str, int] = {}
+    refs: dict[int, int] = {}
     for i, x in enumerate(reads):
       if x is not None:
         if x in refs:
@@ -192,8 +203,8 @@ class _Template:
       return None
     return cls(tuple(instructions), tuple(None if x is None else refs[x] for x in out))
 
-  def replay(self, s: _Schedule, reads: Sequence[Optional[str]]) -> list[Optional[str]]:
-    got: list[str] = []
+  def replay(self, s: _Schedule, reads: Sequence[Optional[int]]) -> list[Optional[int]]:
+    got: list[int] = []
     for op_type, *rest in self.instructions:
       if op_type is None:
         got.append(s.keyed_const(*rest))
@@ -209,11 +220,11 @@ class _Model:
 
   def __init__(self, graph: SearchGraph, factors: Sequence[int],
                layouts: Mapping[str, Sequence], strategies: Mapping[str, Sequence[str]],
-               describer: Describer, devices: Sequence[str]):
+               describer: Describer, devices: Sequence[str], keep_steps: bool = False):
     self.g, self.factors = graph, tuple(factors)
     self.strategies, self.describer = strategies, describer
     self.k = tiling.num_devices(self.factors)
-    self.s = _Schedule(devices)
+    self.s = _Schedule(devices, keep_steps)
     held_cache: dict = {}
     self.held: dict[str, tuple[Region, ...]] = {}
     for t, st in graph.tensors.items():
@@ -224,7 +235,7 @@ class _Model:
         self.held[t] = held_cache[key]
     self.shards: dict[str, list[_Shard]] = {}
     self.sources = {t: op for op in graph.ops if op.kind == "source" for t in op.outputs}
-    self.needs: dict[str, dict[tuple, list[Optional[str]]]] = {}
+    self.needs: dict[str, dict[tuple, list[Optional[int]]]] = {}
     self._tiles: dict = {}
     self._pieces: dict = {}
     self._scalar_ops: dict[tuple, object] = {}
@@ -297,7 +308,7 @@ class _Model:
                                     (self.nbytes(t, box),)), shard.device)
     return self.slice(t, shard, box)
 
-  def build_box(self, t: str, d: int, target: Region, parts: Sequence[_Shard]) -> str:
+  def build_box(self, t: str, d: int, target: Region, parts: Sequence[_Shard]) -> int:
     """``target`` on ``d``, concatenated from ``parts`` by the guillotine tree."""
     parts = [p for p in parts if p.box.volume > 0]
     key = ("tree", target, tuple(p.box for p in parts))
@@ -305,7 +316,7 @@ class _Model:
       self._pieces[key] = guillotine.tree(target, key[2])
     tree = self._pieces[key]
 
-    def emit(node, box: Region) -> str:
+    def emit(node, box: Region) -> int:
       if isinstance(node, int):
         return parts[node].tensor
       dim, subs = node
@@ -322,11 +333,11 @@ class _Model:
     return self._pieces[key]
 
   def gather(self, t: str, have: Sequence[Optional[_Shard]], need: Sequence[Optional[Region]],
-             pieces=None) -> list[Optional[str]]:
+             pieces=None) -> list[Optional[int]]:
     """Per device, a tensor holding ``need[d]`` (``Converter._plain_gather``)."""
     if pieces is None:
       pieces = self.pieces([None if s is None else s.box for s in have], need)
-    out: list[Optional[str]] = [None] * len(need)
+    out: list[Optional[int]] = [None] * len(need)
     sent: dict[tuple, _Shard] = {}
     by_dst: dict[int, list] = {}
     for p in pieces:
@@ -362,7 +373,7 @@ class _Model:
     return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
 
   def _produce(self, t: str, produced: Sequence[Optional[_Shard]], boxes: tuple,
-               keys: Sequence, stored: Sequence[Region]) -> list[Optional[str]]:
+               keys: Sequence, stored: Sequence[Region]) -> list[Optional[int]]:
     if not any(k for k in keys if k):
       return self.gather(t, produced, stored)
     key = ("reduce", boxes, tuple(keys), tuple(stored))
@@ -383,7 +394,7 @@ class _Model:
           "AddN", d, (mine.tensor, *(a.tensor for a in addends)), (self.nbytes(t, box),)), d)
     return self.gather(t, summed, stored, after)
 
-  def input(self, t: str, need: tuple) -> list[Optional[str]]:
+  def input(self, t: str, need: tuple) -> list[Optional[int]]:
     by_need = self.needs.setdefault(t, {})
     if need not in by_need:
       have = self.shards_of(t)
@@ -416,7 +427,7 @@ class _Model:
       raise PlanError(f"the plan has no strategy for op {op.name!r} ({op.op_type}); plan the "
                       "graph again")
     key, tiles = self.tiles(op)
-    wired: list[list[Optional[str]]] = []
+    wired: list[list[Optional[int]]] = []
     for i, t in enumerate(op.inputs):
       need = tuple(tile.inputs[i] if tile else None for tile in tiles)
       if all(r is None for r in need):
@@ -446,9 +457,9 @@ class _Model:
       unsized = UNSIZED_OUTPUTS.get(tile.context.op_type, ())
       sizes = [0 if o in unsized else self.nbytes(t, tile.outputs[o])
                for o, t in enumerate(op.outputs)]
-      name = self.copy(tile.context, d, inputs, sizes)[:-2]
+      name = self.copy(tile.context, d, inputs, sizes)
       for o, t in enumerate(op.outputs):
-        out = f"{name}:{o}"
+        out = name + o
         if tile.output_scale[o] != 1.0:
           factor = self.s.const(d, tile.output_scale[o], self.g.tensors[t].dtype)
           out = self.s.add("Mul", d, (out, factor), (sizes[o],))
@@ -457,7 +468,7 @@ class _Model:
       keys = [tile.partial_key[o] if tile else None for tile in tiles]
       self.shards[t] = self.produce(t, produced[o], keys, self.boxes(t))
 
-  def copy(self, ctx, d: int, inputs: list[str], sizes: Sequence[int]) -> str:
+  def copy(self, ctx, d: int, inputs: list[int], sizes: Sequence[int]) -> int:
     """One device's copy of an op; a ``ConcatV2`` drops its empty blocks, as the rewrite's
     ``_copy`` does (one block left: an ``Identity``)."""
     if ctx.op_type == "ConcatV2":
@@ -516,7 +527,7 @@ class _Model:
           inputs.append(self.shards_of(t)[d].tensor)
       self.s.add(op.op_type, d, inputs)
 
-  def scatter(self, op, d: int, box: Region, indices: str, updates: str) -> None:
+  def scatter(self, op, d: int, box: Region, indices: int, updates: int) -> None:
     """A row scatter on the shard ``box`` (``_Partitioner._scatter``, node for node)."""
     var_shape = self.g.tensors[op.inputs[0]].shape
     idx_t, upd_t = op.inputs[1], op.inputs[2]
@@ -567,6 +578,20 @@ def _search_graph(graph, describer: Describer) -> SearchGraph:
   return view_lib.from_tofu_graph(graph, describer)
 
 
+def _model(graph, factors: Sequence[int], layouts: Mapping[str, Sequence],
+           strategies: Mapping[str, Sequence[str]], describer: Optional[Describer],
+           devices: Optional[Sequence[str]], keep_steps: bool) -> _Schedule:
+  """The schedule of the plan (:func:`plan_schedule`'s arguments), walked."""
+  describer = describer or Describer()
+  graph = _search_graph(graph, describer)
+  k = tiling.num_devices(factors)
+  devices = tuple(devices) if devices is not None else tuple(str(d) for d in range(k))
+  if len(devices) != k:
+    raise PlanError(f"{len(devices)} device names for levels {list(factors)} ({k} devices); "
+                    "name one device per worker")
+  return _Model(graph, factors, layouts, strategies, describer, devices, keep_steps).run()
+
+
 @collector.bulk()
 def plan_schedule(graph, factors: Sequence[int], layouts: Mapping[str, Sequence],
                   strategies: Mapping[str, Sequence[str]], describer: Optional[Describer] = None,
@@ -582,17 +607,21 @@ def plan_schedule(graph, factors: Sequence[int], layouts: Mapping[str, Sequence]
     devices: the device names (default ``"0" .. "k-1"``).
 
   Returns:
-    ``(steps, persistent)`` for :func:`peak_memory` (see the module docstring).
+    ``(steps, persistent)`` for :func:`peak_memory` (see the module docstring); it gives
+    what :func:`schedule_peak` counts without listing the steps.
   """
-  describer = describer or Describer()
-  graph = _search_graph(graph, describer)
-  k = tiling.num_devices(factors)
-  devices = tuple(devices) if devices is not None else tuple(str(d) for d in range(k))
-  if len(devices) != k:
-    raise PlanError(f"{len(devices)} device names for levels {list(factors)} ({k} devices); "
-                    "name one device per worker")
-  s = _Model(graph, factors, layouts, strategies, describer, devices).run()
-  return s.steps, dict(zip(devices, s.persistent))
+  s = _model(graph, factors, layouts, strategies, describer, devices, keep_steps=True)
+  return s.steps, dict(zip(s.devices, s.persistent))
+
+
+@collector.bulk()
+def schedule_peak(graph, factors: Sequence[int], layouts: Mapping[str, Sequence],
+                  strategies: Mapping[str, Sequence[str]], describer: Optional[Describer] = None,
+                  devices: Optional[Sequence[str]] = None) -> MemoryEstimate:
+  """``peak_memory(*plan_schedule(...))`` (same arguments), counted as the schedule is
+  made: no step is listed."""
+  s = _model(graph, factors, layouts, strategies, describer, devices, keep_steps=False)
+  return s.live.estimate(s.devices, dict(zip(s.devices, s.persistent)))
 
 
 @collector.bulk()
@@ -600,9 +629,8 @@ def plan_peak(graph, plan, describer: Optional[Describer] = None) -> MemoryEstim
   """Peak bytes per device (named as ``plan.devices``) of a :class:`tf_tofu.Plan`, from the
   graph and the plan alone; equal to the liveness estimate of its plain rewrite
   (``tf_tofu.rewrite.memory.partitioned_peak``), see the module docstring."""
-  steps, persistent = plan_schedule(graph, plan.factors, plan.layouts, plan.strategies,
-                                    describer, plan.devices)
-  return peak_memory(steps, persistent)
+  return schedule_peak(graph, plan.factors, plan.layouts, plan.strategies, describer,
+                       plan.devices)
 
 
 @collector.bulk()
@@ -618,8 +646,7 @@ def single_device_peak(graph, describer: Optional[Describer] = None) -> int:
   graph = _search_graph(graph, describer)
   layouts = {t: () for t in graph.tensors}
   strategies = {op.name: () for op in graph.ops if op.kind in ("compute", "single")}
-  steps, persistent = plan_schedule(graph, (), layouts, strategies, describer, ("single",))
-  return peak_memory(steps, persistent).worst
+  return schedule_peak(graph, (), layouts, strategies, describer, ("single",)).worst
 
 
 @collector.bulk()
@@ -634,4 +661,5 @@ def plan_memory(graph, plan, describer: Optional[Describer] = None,
   return plan_peak(graph, plan, describer).summary(single_device)
 
 
-__all__ = ["UNSIZED_OUTPUTS", "plan_memory", "plan_peak", "plan_schedule", "single_device_peak"]
+__all__ = ["UNSIZED_OUTPUTS", "plan_memory", "plan_peak", "plan_schedule", "schedule_peak",
+           "single_device_peak"]

@@ -7,7 +7,7 @@ memory.  Given a budget ``B`` (bytes per device), the search wants
     min_plan  bytes(plan)   subject to   peak(plan) <= B,
 
 with ``peak`` the exact worst-device peak of ``tf_tofu.layout.memory``
-(``plan_schedule`` + liveness; what ``Plan.memory["worst"]`` reports).
+(``layout.memory.schedule_peak``; what ``Plan.memory["worst"]`` reports).
 
 **Method: Lagrangian relaxation with bisection on lambda.**  The peak is not
 a sum over decisions, so it is relaxed into a per-group proxy and priced: for
@@ -70,8 +70,7 @@ from tf_tofu.core.plan import human_bytes
 from tf_tofu.core import progress
 from tf_tofu.graph.view import SearchGraph
 from tf_tofu.layout import tiling
-from tf_tofu.layout.liveness import peak_memory
-from tf_tofu.layout.memory import plan_schedule
+from tf_tofu.layout.memory import schedule_peak
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.search import recursive
 from tf_tofu.search.memo import SearchMemo, plan_key
@@ -136,9 +135,8 @@ class Candidate:
 
 def exact_peak(graph: SearchGraph, result: recursive.SearchResult, describer: Describer) -> int:
   """The worst device's peak bytes of a search result (``tf_tofu.layout.memory``)."""
-  steps, persistent = plan_schedule(graph, result.factors, result.layouts, result.strategies,
-                                    describer)
-  return peak_memory(steps, persistent).worst
+  return schedule_peak(graph, result.factors, result.layouts, result.strategies,
+                       describer).worst
 
 
 def largest_shards(graph: SearchGraph, result: recursive.SearchResult, top: int = 5) -> list[str]:
