@@ -35,6 +35,7 @@ import numpy as np
 ALIAS_OPS = frozenset({"Identity", "ReadVariableOp", "Reshape", "Squeeze", "ExpandDims",
                        "Snapshot", "StopGradient", "EnsureShape"})
 PERSISTENT_OPS = frozenset({"Const", "VarHandleOp"})
+_NOT_OWN = PERSISTENT_OPS | {"ReadVariableOp"}  # outputs that allocate no buffer of their own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,10 +100,8 @@ class Liveness:
     self._nbytes: list[int] = []          # tensor -> its bytes
     self.step_of: list[int] = []          # tensor -> the step that makes it
     self.first_output: list[int] = []     # step -> the id of its first output
-    self.device: list[int] = []           # buffer -> its device
-    self.size: list[int] = []
-    self.born: list[int] = []
-    self.last: list[int] = []
+    self.buffers: list[tuple[int, int, int]] = []  # buffer -> (device, size, step born)
+    self.last: list[int] = []                      # buffer -> the last step reading it
 
   def add(self, device: int, op_type: str, inputs: Sequence[Optional[int]],
           output_bytes: Sequence[int]) -> int:
@@ -114,40 +113,41 @@ class Liveness:
       key = (t << DEVICE_BITS) | device
       b = buffer_of.get(key)
       if b is None:  # read on another device: a received buffer
-        b = buffer_of[key] = len(last)
-        self.device.append(device)
-        self.size.append(self._nbytes[t])
-        self.born.append(self.step_of[t])
+        buffer_of[key] = len(last)
+        self.buffers.append((device, self._nbytes[t], self.step_of[t]))
         last.append(i)
       else:
         last[b] = i
     alias = None
     if op_type in ALIAS_OPS and inputs and inputs[0] is not None:
       alias = buffer_of.get((inputs[0] << DEVICE_BITS) | device)
-    # A read of a variable is the variable's buffer; constants are persistent.
-    own = op_type not in PERSISTENT_OPS and op_type != "ReadVariableOp"
     first = len(self._nbytes)
     self.first_output.append(first)
-    for o, nbytes in enumerate(output_bytes):
-      key = ((first + o) << DEVICE_BITS) | device
+    if not output_bytes:
+      self._nbytes.append(0)
+      self.step_of.append(i)
+      return first
+    # A read of a variable is the variable's buffer; constants are persistent.
+    own = op_type not in _NOT_OWN
+    key = (first << DEVICE_BITS) | device
+    for nbytes in output_bytes:
       if alias is not None:
         buffer_of[key] = alias
         last[alias] = i
       else:
         buffer_of[key] = len(last)
-        self.device.append(device)
-        self.size.append(nbytes if own else 0)
-        self.born.append(i)
+        self.buffers.append((device, nbytes if own else 0, i))
         last.append(i)
-    outs = len(output_bytes) or 1
-    self._nbytes.extend(output_bytes or (0,))
-    self.step_of.extend([i] * outs)
+      key += 1 << DEVICE_BITS
+      self._nbytes.append(nbytes)
+      self.step_of.append(i)
     return first
 
   def estimate(self, devices: Sequence[str], persistent: Mapping[str, int]) -> MemoryEstimate:
     """Peak bytes per device (device index ``j`` is ``devices[j]``; a device with only
     ``persistent`` bytes counts them) and the persistent part of each."""
-    running = _peak_running_sums(len(devices), self.device, self.size, self.born, self.last)
+    device, size, born = zip(*self.buffers) if self.buffers else ((), (), ())
+    running = _peak_running_sums(len(devices), device, size, born, self.last)
     names = sorted(set(devices) | set(persistent))
     index = {d: j for j, d in enumerate(devices)}
     peak = {d: int(persistent.get(d, 0) + max(0, running[index[d]] if d in index else 0))

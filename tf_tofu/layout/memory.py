@@ -108,15 +108,13 @@ class _Schedule:
 
   def add(self, op_type: str, device: int, inputs: Sequence[int],
           output_bytes: Sequence[int] = ()) -> int:
-    """A node; returns its first output's name."""
-    inputs = tuple(inputs)
-    output_bytes = tuple([int(b) for b in output_bytes])
+    """A node; returns its first output's name (``output_bytes``: Python ints)."""
     name = self.live.add(device, op_type, inputs, output_bytes)
     if self.steps is not None:
       self.steps.append(Step(f"n{len(self.steps)}", self.devices[device], op_type,
-                             tuple(self.step_name(t) for t in inputs), output_bytes))
+                             tuple(self.step_name(t) for t in inputs), tuple(output_bytes)))
     if self._log is not None:
-      self._log.append((name, op_type, device, inputs, output_bytes))
+      self._log.append((name, op_type, device, tuple(inputs), tuple(output_bytes)))
     return name
 
   def step_name(self, t: int) -> str:
