@@ -85,5 +85,40 @@ class PeakTest(absltest.TestCase):
     self.assertLess(peak, 256 + 8 * 256)
 
 
+class LivenessTest(absltest.TestCase):
+  """The rules applied node by node, on int tensors and devices (what the plan model uses)."""
+
+  def test_ids_buffers_and_received_copies(self):
+    live = liveness.Liveness()
+    x = live.add(0, "Placeholder", (), (100,))
+    pair = live.add(0, "Unpack", (x,), (30, 20))        # outputs pair and pair + 1
+    done = live.add(0, "NoOp", (pair,), ())            # no outputs: an id, no buffer
+    self.assertEqual((x, pair, done), (0, 1, 3))
+    live.add(1, "AddV2", (pair + 1, None), (4,))       # a received copy of 20; None: uncounted
+    est = live.estimate(["a", "b"], {"b": 1})
+    # a: x (100) lives through the Unpack's step with its outputs (50); b: 20 + 4 + 1.
+    self.assertEqual(est.peak, {"a": 150, "b": 25})
+
+  def test_an_alias_of_a_received_tensor_is_the_received_buffer(self):
+    live = liveness.Liveness()
+    x = live.add(0, "Placeholder", (), (64,))
+    r = live.add(1, "Reshape", (x, None), (64,))
+    live.add(1, "Relu", (r,), (8,))
+    self.assertEqual(live.estimate(["a", "b"], {}).peak, {"a": 64, "b": 64 + 8})
+
+  def test_steps_and_the_node_by_node_count_agree(self):
+    schedule = [Step("x", A, "Placeholder", (), (100,)), Step("c", B, "Const", (), (8,)),
+                Step("y", B, "Mul", ("x:0", "c:0"), (100,)),
+                Step("i", B, "Identity", ("y:0",), (100,)),
+                Step("z", A, "AddV2", ("i:0", "x:0"), (100,))]
+    live = liveness.Liveness()
+    ids = {}
+    for s in schedule:
+      ids[s.name] = live.add({A: 0, B: 1}[s.device], s.op_type,
+                             [ids[t.split(":")[0]] for t in s.inputs], s.output_bytes)
+    self.assertEqual(live.estimate([A, B], {B: 8}), liveness.peak_memory(schedule, {B: 8}))
+    self.assertEqual(liveness.peak_memory(schedule, {B: 8}).peak, {A: 300, B: 8 + 200})
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -22,7 +22,7 @@ from tf_tofu.core import devices as devices_lib
 from tf_tofu.core import plan as plans
 from tf_tofu.core.states import REP, Cut
 from tf_tofu.graph import view
-from tf_tofu.layout import memory
+from tf_tofu.layout import liveness, memory
 from tf_tofu.layout.liveness import peak_memory
 from tf_tofu.opdefs.registry import Describer
 from tf_tofu.ops.shapes import StaticShapes
@@ -165,23 +165,48 @@ class KnownAnswerTest(absltest.TestCase):
                            ("a", "b", "c"))
 
 
+def _plan_args(family: str, flavor: str, k: int) -> tuple:
+  """The arguments of ``memory.plan_schedule`` for tofu's plan of a tiny model (Adam)."""
+  _, sg, describer = _traced(family, flavor, "adam")
+  plan = api.plan_view(sg, k, describer=describer, memory=False)
+  return sg, plan.factors, plan.layouts, plan.strategies, describer, plan.devices
+
+
+def _counted(owner, method: str, calls: list):
+  """Patches ``owner.method`` to append its first argument to ``calls`` and go on."""
+  real = getattr(owner, method)
+  return mock.patch.object(owner, method, lambda x, *a: calls.append(x) or real(x, *a))
+
+
 class ReplayTest(parameterized.TestCase):
   """A conversion recorded once and replayed emits the nodes its own emission would."""
 
   @parameterized.parameters(("gpt", "keras", 4), ("wresnet", "tf", 8), ("lstm", "tf", 2))
   def test_replayed_schedule_is_the_emitted_one(self, family, flavor, k):
-    _, sg, describer = _traced(family, flavor, "adam")
-    plan = api.plan_view(sg, k, describer=describer, memory=False)
-    args = (sg, plan.factors, plan.layouts, plan.strategies, describer, plan.devices)
+    args = _plan_args(family, flavor, k)
     replays = []
-    replay = memory._Template.replay
-    with mock.patch.object(memory._Template, "replay",
-                           lambda t, *a: replays.append(t) or replay(t, *a)):
+    with _counted(memory._Template, "replay", replays):
       replayed = memory.plan_schedule(*args)
     self.assertGreater(len(replays), 10)  # repeated layers reuse their conversions
     with mock.patch.object(memory._Template, "of", lambda *a: None):
       emitted = memory.plan_schedule(*args)  # every conversion emitted afresh
     self.assertEqual(replayed, emitted)  # every step (names, inputs, bytes) and persistent
+
+  @parameterized.parameters(("gpt", "keras", 4), ("wresnet", "tf", 8), ("lstm", "tf", 2),
+                            ("mlp", "tf", 6))
+  def test_a_replay_run_at_once_counts_what_its_nodes_count(self, family, flavor, k):
+    args = _plan_args(family, flavor, k)
+    runs = []
+    with _counted(liveness.Liveness, "run", runs):
+      at_once = memory._model(*args, keep_steps=False).live
+    self.assertGreater(len(runs), 10)
+    with mock.patch.object(memory._Template, "_run", lambda *a: None):
+      by_node = memory._model(*args, keep_steps=False).live  # every node added in turn
+    # The same tensors and steps, and the same buffers (device, size, born, last).
+    self.assertEqual((at_once.first_output, at_once.step_of), (by_node.first_output,
+                                                               by_node.step_of))
+    self.assertEqual(sorted(zip(at_once.buffers, at_once.last)),
+                     sorted(zip(by_node.buffers, by_node.last)))
 
 
 class SingleDeviceTest(absltest.TestCase):

@@ -143,6 +143,94 @@ class Liveness:
       self.step_of.append(i)
     return first
 
+  @staticmethod
+  def compile(nodes: Sequence[tuple], n_ext: int) -> "Program":
+    """A run of nodes whose effect :meth:`run` applies at once: ``nodes[j] = (device,
+    op_type, refs, output_bytes)``, a ref ``r >= 0`` naming node r's first output and
+    ``r < 0`` the outside tensor ``-1 - r`` (one of ``n_ext``; distinct tensors).  What
+    the nodes do among themselves is worked out here, once; only their reads of outside
+    tensors depend on what came before.  Two slots may name one tensor (a constant
+    used twice): :meth:`run` keeps its buffer's latest reader."""
+    first_rel, nbytes_rel, step_rel = [], [], []
+    buffers, last = [], []
+    buffer_of: dict = {}      # inside key -> inside buffer, or ("ext", slot, device)
+    ext_last: dict = {}       # (slot, device) -> the last node reading it there
+    for j, (device, op_type, refs, output_bytes) in enumerate(nodes):
+      for r in refs:
+        if r < 0:
+          ext_last[(-1 - r, device)] = j
+          continue
+        key = (first_rel[r] << DEVICE_BITS) | device
+        b = buffer_of.get(key)
+        if b is None:
+          buffer_of[key] = len(last)
+          buffers.append((device, nbytes_rel[first_rel[r]], step_rel[first_rel[r]]))
+          last.append(j)
+        elif isinstance(b, tuple):
+          ext_last[b[1:]] = j
+        else:
+          last[b] = j
+      alias = None
+      if op_type in ALIAS_OPS and refs:
+        r = refs[0]
+        alias = (("ext", -1 - r, device) if r < 0
+                 else buffer_of[(first_rel[r] << DEVICE_BITS) | device])
+      first = len(nbytes_rel)
+      first_rel.append(first)
+      own = op_type not in _NOT_OWN
+      for o, nbytes in enumerate(output_bytes):
+        key = ((first + o) << DEVICE_BITS) | device
+        if alias is None:
+          buffer_of[key] = len(last)
+          buffers.append((device, nbytes if own else 0, j))
+          last.append(j)
+        else:
+          buffer_of[key] = alias
+          if isinstance(alias, tuple):
+            ext_last[alias[1:]] = j
+          else:
+            last[alias] = j
+      outs = len(output_bytes) or 1
+      nbytes_rel.extend(output_bytes or (0,))
+      step_rel.extend([j] * outs)
+    inside = [(k, b) for k, b in buffer_of.items() if not isinstance(b, tuple)]
+    return Program(n_ext=n_ext, first_rel=tuple(first_rel), nbytes_rel=tuple(nbytes_rel),
+                   step_rel=tuple(step_rel), buffers=tuple(buffers), last_rel=tuple(last),
+                   inside_keys=tuple(k for k, _ in inside),
+                   inside_buffers=tuple(b for _, b in inside),
+                   ext_reads=tuple((s, d, j) for (s, d), j in ext_last.items()),
+                   ext_aliases=tuple((k, b[1], b[2]) for k, b in buffer_of.items()
+                                     if isinstance(b, tuple)))
+
+  def run(self, program: "Program", ext: Sequence[int]) -> int:
+    """Applies ``program`` (:meth:`compile`) to the outside tensors ``ext``: the same
+    buffers, steps and tensor ids as :meth:`add` of each of its nodes in turn.
+    Returns the id of its first node's first output (node j's is that + ``first_rel[j]``)."""
+    i0, t0, b0 = len(self.first_output), len(self._nbytes), len(self.last)
+    self.first_output.extend([t0 + f for f in program.first_rel])
+    self._nbytes.extend(program.nbytes_rel)
+    self.step_of.extend([i0 + j for j in program.step_rel])
+    self.buffers.extend([(d, size, i0 + born) for d, size, born in program.buffers])
+    last = self.last
+    last.extend([i0 + j for j in program.last_rel])
+    base = t0 << DEVICE_BITS
+    buffer_of = self._buffer_of
+    buffer_of.update(zip([base + k for k in program.inside_keys],
+                         [b0 + b for b in program.inside_buffers]))
+    for slot, device, j in program.ext_reads:
+      t = ext[slot]
+      key = (t << DEVICE_BITS) | device
+      b = buffer_of.get(key)
+      if b is None:  # read on another device: a received buffer
+        buffer_of[key] = len(last)
+        self.buffers.append((device, self._nbytes[t], self.step_of[t]))
+        last.append(i0 + j)
+      elif last[b] < i0 + j:  # (two outside slots may name one tensor)
+        last[b] = i0 + j
+    for k, slot, device in program.ext_aliases:
+      buffer_of[base + k] = buffer_of[(ext[slot] << DEVICE_BITS) | device]
+    return t0
+
   def estimate(self, devices: Sequence[str], persistent: Mapping[str, int]) -> MemoryEstimate:
     """Peak bytes per device (device index ``j`` is ``devices[j]``; a device with only
     ``persistent`` bytes counts them) and the persistent part of each."""
@@ -153,6 +241,26 @@ class Liveness:
     peak = {d: int(persistent.get(d, 0) + max(0, running[index[d]] if d in index else 0))
             for d in names}
     return MemoryEstimate(peak=peak, persistent={d: int(persistent.get(d, 0)) for d in names})
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """A run of nodes compiled by :meth:`Liveness.compile`, in offsets from where it runs:
+  per node the offset of its first output id; per output id its bytes and node; the
+  buffers made inside (device, size, node born) with their last readers; the inside
+  (tensor, device) keys and their buffers; per outside tensor and device the last node
+  reading it there; and the inside keys that alias an outside tensor's buffer."""
+
+  n_ext: int
+  first_rel: tuple
+  nbytes_rel: tuple
+  step_rel: tuple
+  buffers: tuple
+  last_rel: tuple
+  inside_keys: tuple
+  inside_buffers: tuple
+  ext_reads: tuple
+  ext_aliases: tuple
 
 
 def peak_memory(schedule: Sequence[Step], persistent: Mapping[str, int]) -> MemoryEstimate:
@@ -218,5 +326,5 @@ def tofu_graph_peak(graph) -> int:
   return peak_memory(schedule, {"single": persistent}).worst
 
 
-__all__ = ["ALIAS_OPS", "PERSISTENT_OPS", "Liveness", "MemoryEstimate", "Step", "peak_memory",
-           "tofu_graph_peak"]
+__all__ = ["ALIAS_OPS", "PERSISTENT_OPS", "Liveness", "MemoryEstimate", "Program", "Step",
+           "peak_memory", "tofu_graph_peak"]

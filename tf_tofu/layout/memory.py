@@ -60,7 +60,7 @@ from tf_tofu.graph import view as view_lib
 from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.graph.vocabulary import SCATTER_OPS
 from tf_tofu.layout import guillotine, tiling, transfers
-from tf_tofu.layout.liveness import Liveness, MemoryEstimate, Step, peak_memory
+from tf_tofu.layout.liveness import Liveness, MemoryEstimate, Program, Step, peak_memory
 from tf_tofu.opdefs.registry import Describer, context_key
 
 # Outputs TensorFlow's shape functions leave unknown (the GraphDef estimate counts them 0):
@@ -127,6 +127,10 @@ class _Schedule:
     arr = np.asarray(value, dtype=_numpy_dtype(dtype))  # no copy when the dtype is right
     return self.keyed_const((device, dtype, arr.shape, arr.tobytes()), arr.nbytes, pooled)
 
+  def pooled(self, key: tuple) -> Optional[int]:
+    """The pooled constant of ``key`` (:meth:`keyed_const`), if made already."""
+    return self._pool.get(key)
+
   def keyed_const(self, key: tuple, nbytes: int, pooled: bool) -> int:
     """The constant ``key = (device, dtype, shape, bytes)`` (see :meth:`const`)."""
     name = self._pool.get(key) if pooled else None
@@ -164,15 +168,20 @@ class _Schedule:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _Template:
   """A recorded conversion.  ``instructions``: ``(None, key, nbytes, pooled)`` for a
   constant, ``(op_type, device, refs, output_bytes)`` for a node; a ref ``r >= 0`` is
   instruction ``r``'s name, ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or
-  None) per device."""
+  None) per device.  ``program``, ``slots``, ``consts``: its nodes as one
+  ``liveness.Program`` (:meth:`_compile`), made at its first replay where no step is
+  listed."""
 
   instructions: tuple
   outputs: tuple
+  program: Optional[Program] = None
+  slots: tuple = ()
+  consts: Optional[tuple] = None
 
   @classmethod
   def of(cls, log: list, reads: Sequence[Optional[int]], out: Sequence[Optional[int]]
@@ -202,6 +211,10 @@ class _Template:
     return cls(tuple(instructions), tuple(None if x is None else refs[x] for x in out))
 
   def replay(self, s: _Schedule, reads: Sequence[Optional[int]]) -> list[Optional[int]]:
+    if s.steps is None:
+      got = self._run(s, reads)
+      if got is not None:
+        return got
     got: list[int] = []
     for op_type, *rest in self.instructions:
       if op_type is None:
@@ -211,6 +224,44 @@ class _Template:
         got.append(s.add(op_type, device, [got[r] if r >= 0 else reads[-1 - r] for r in refs],
                          output_bytes))
     return [None if r is None else (got[r] if r >= 0 else reads[-1 - r]) for r in self.outputs]
+
+  def _run(self, s: _Schedule, reads: Sequence[Optional[int]]) -> Optional[list[Optional[int]]]:
+    """The replay as one ``Liveness.run`` of :attr:`program` (no steps listed), or None
+    where it would make a constant (a new one, or one not pooled): replayed node by
+    node.  The outside tensors are the reads, then the constants."""
+    if self.program is None:
+      self.program, self.slots, self.consts = self._compile(len(reads))
+    if self.consts is None:
+      return None
+    ext = list(reads)
+    for key in self.consts:
+      name = s.pooled(key)
+      if name is None:
+        return None
+      ext.append(name)
+    first = s.live.run(self.program, ext)
+    firsts, slots = self.program.first_rel, self.slots
+    return [None if r is None else ext[-1 - r] if r < 0 else
+            ext[-1 - slots[r]] if slots[r] < 0 else first + firsts[slots[r]]
+            for r in self.outputs]
+
+  def _compile(self, n_reads: int) -> tuple[Program, tuple, Optional[tuple]]:
+    """``(program, slots, consts)``: :attr:`program`; per instruction its node index or,
+    for a constant, its ref ``-1 - slot`` among the outside tensors (constants follow
+    the reads); the constants' pool keys (None when one is not pooled)."""
+    nodes, slots, consts = [], [], []
+    for op_type, *rest in self.instructions:
+      if op_type is None:
+        key, _, pooled = rest
+        slots.append(-1 - (n_reads + len(consts)))
+        consts.append(key if pooled else None)
+      else:
+        device, refs, output_bytes = rest
+        slots.append(len(nodes))
+        nodes.append((device, op_type, tuple(r if r < 0 else slots[r] for r in refs),
+                      output_bytes))
+    keys = None if None in consts else tuple(consts)
+    return Liveness.compile(nodes, n_reads + len(consts)), tuple(slots), keys
 
 
 class _Model:
