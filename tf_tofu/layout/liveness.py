@@ -77,6 +77,9 @@ class MemoryEstimate:
 
 # A buffer is keyed by ``tensor << DEVICE_BITS | device``: at most 2**20 devices.
 DEVICE_BITS = 20
+# In a Program, a ref ``r >= 0`` names output ``r >> OUTPUT_SHIFT`` of node ``r & NODE_MASK``.
+OUTPUT_SHIFT = 32
+NODE_MASK = (1 << OUTPUT_SHIFT) - 1
 
 
 class Liveness:
@@ -146,8 +149,9 @@ class Liveness:
   @staticmethod
   def compile(nodes: Sequence[tuple], n_ext: int) -> "Program":
     """A run of nodes whose effect :meth:`run` applies at once: ``nodes[j] = (device,
-    op_type, refs, output_bytes)``, a ref ``r >= 0`` naming node r's first output and
-    ``r < 0`` the outside tensor ``-1 - r`` (one of ``n_ext``; distinct tensors).  What
+    op_type, refs, output_bytes)``, a ref ``r >= 0`` naming output ``r >> OUTPUT_SHIFT``
+    of node ``r & NODE_MASK`` and ``r < 0`` the outside tensor ``-1 - r`` (one of
+    ``n_ext``).  What
     the nodes do among themselves is worked out here, once; only their reads of outside
     tensors depend on what came before.  Two slots may name one tensor (a constant
     used twice): :meth:`run` keeps its buffer's latest reader."""
@@ -160,11 +164,12 @@ class Liveness:
         if r < 0:
           ext_last[(-1 - r, device)] = j
           continue
-        key = (first_rel[r] << DEVICE_BITS) | device
+        u = first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT)
+        key = (u << DEVICE_BITS) | device
         b = buffer_of.get(key)
         if b is None:
           buffer_of[key] = len(last)
-          buffers.append((device, nbytes_rel[first_rel[r]], step_rel[first_rel[r]]))
+          buffers.append((device, nbytes_rel[u], step_rel[u]))
           last.append(j)
         elif isinstance(b, tuple):
           ext_last[b[1:]] = j
@@ -173,8 +178,8 @@ class Liveness:
       alias = None
       if op_type in ALIAS_OPS and refs:
         r = refs[0]
-        alias = (("ext", -1 - r, device) if r < 0
-                 else buffer_of[(first_rel[r] << DEVICE_BITS) | device])
+        alias = (("ext", -1 - r, device) if r < 0 else buffer_of[
+            ((first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT)) << DEVICE_BITS) | device])
       first = len(nbytes_rel)
       first_rel.append(first)
       own = op_type not in _NOT_OWN

@@ -60,7 +60,8 @@ from tf_tofu.graph import view as view_lib
 from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.graph.vocabulary import SCATTER_OPS
 from tf_tofu.layout import guillotine, tiling, transfers
-from tf_tofu.layout.liveness import Liveness, MemoryEstimate, Program, Step, peak_memory
+from tf_tofu.layout.liveness import (NODE_MASK, OUTPUT_SHIFT, Liveness, MemoryEstimate, Program,
+                                     Step, peak_memory)
 from tf_tofu.opdefs.registry import Describer, context_key
 
 # Outputs TensorFlow's shape functions leave unknown (the GraphDef estimate counts them 0):
@@ -172,7 +173,8 @@ class _Schedule:
 class _Template:
   """A recorded conversion.  ``instructions``: ``(None, key, nbytes, pooled)`` for a
   constant, ``(op_type, device, refs, output_bytes)`` for a node; a ref ``r >= 0`` is
-  instruction ``r``'s name, ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or
+  output ``r >> OUTPUT_SHIFT`` of instruction ``r & NODE_MASK`` (a constant's, or a
+  node's), ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or
   None) per device.  ``program``, ``slots``, ``consts``: its nodes as one
   ``liveness.Program`` (:meth:`_compile`), made at its first replay where no step is
   listed."""
@@ -206,6 +208,8 @@ class _Template:
       if name in refs and (refs[name] < 0 or instructions[refs[name]][0] is not None):
         return None  # (a pooled constant asked for twice is one name, as on replay)
       refs[name] = j
+      for o in range(1, len(instructions[-1][3]) if op_type is not None else 1):
+        refs[name + o] = j | (o << OUTPUT_SHIFT)
     if any(x is not None and x not in refs for x in out):
       return None
     return cls(tuple(instructions), tuple(None if x is None else refs[x] for x in out))
@@ -221,9 +225,10 @@ class _Template:
         got.append(s.keyed_const(*rest))
       else:
         device, refs, output_bytes = rest
-        got.append(s.add(op_type, device, [got[r] if r >= 0 else reads[-1 - r] for r in refs],
-                         output_bytes))
-    return [None if r is None else (got[r] if r >= 0 else reads[-1 - r]) for r in self.outputs]
+        got.append(s.add(op_type, device, [got[r & NODE_MASK] + (r >> OUTPUT_SHIFT) if r >= 0
+                                           else reads[-1 - r] for r in refs], output_bytes))
+    return [None if r is None else reads[-1 - r] if r < 0 else
+            got[r & NODE_MASK] + (r >> OUTPUT_SHIFT) for r in self.outputs]
 
   def _run(self, s: _Schedule, reads: Sequence[Optional[int]]) -> Optional[list[Optional[int]]]:
     """The replay as one ``Liveness.run`` of :attr:`program` (no steps listed), or None
@@ -241,9 +246,14 @@ class _Template:
       ext.append(name)
     first = s.live.run(self.program, ext)
     firsts, slots = self.program.first_rel, self.slots
-    return [None if r is None else ext[-1 - r] if r < 0 else
-            ext[-1 - slots[r]] if slots[r] < 0 else first + firsts[slots[r]]
-            for r in self.outputs]
+    out = []
+    for r in self.outputs:
+      if r is None or r < 0:
+        out.append(None if r is None else ext[-1 - r])
+        continue
+      slot = slots[r & NODE_MASK]
+      out.append(ext[-1 - slot] if slot < 0 else first + firsts[slot] + (r >> OUTPUT_SHIFT))
+    return out
 
   def _compile(self, n_reads: int) -> tuple[Program, tuple, Optional[tuple]]:
     """``(program, slots, consts)``: :attr:`program`; per instruction its node index or,
@@ -258,8 +268,10 @@ class _Template:
       else:
         device, refs, output_bytes = rest
         slots.append(len(nodes))
-        nodes.append((device, op_type, tuple(r if r < 0 else slots[r] for r in refs),
-                      output_bytes))
+        # A constant's ref becomes its outside slot; a node's keeps its output bits.
+        nodes.append((device, op_type, tuple(
+            r if r < 0 else slots[r] if slots[r & NODE_MASK] < 0 else
+            r - (r & NODE_MASK) + slots[r & NODE_MASK] for r in refs), output_bytes))
     keys = None if None in consts else tuple(consts)
     return Liveness.compile(nodes, n_reads + len(consts)), tuple(slots), keys
 
@@ -491,7 +503,22 @@ class _Model:
         for t, u in zip(op.outputs, first.outputs):
           self.shards[t] = self.shards[u]
         return
-    produced: list[list[Optional[_Shard]]] = [[None] * self.k for _ in op.outputs]
+    # The copies are a function of the tiles and the outputs' dtypes, given what they read:
+    # equal ops (the steps of an unrolled RNN) replay them.
+    names = self.s.converted(("op", key, tuple(self.g.tensors[t].dtype for t in op.outputs)),
+                             [x for w in wired for x in w],
+                             lambda: self.copies(op, tiles, wired))
+    for o, t in enumerate(op.outputs):
+      produced = [None if tile is None else _Shard(tile.outputs[o], names[o * self.k + d], d)
+                  for d, tile in enumerate(tiles)]
+      keys = [tile.partial_key[o] if tile else None for tile in tiles]
+      self.shards[t] = self.produce(t, produced, keys, self.boxes(t))
+
+  def copies(self, op, tiles, wired: list[list[Optional[int]]]) -> list[Optional[int]]:
+    """Every device's copy of ``op`` (its tile; ``wired``: per input, the tensor each device
+    reads) with its outputs scaled where the tile says: output o of device d at
+    ``o * k + d``."""
+    names: list[Optional[int]] = [None] * (len(op.outputs) * self.k)
     for d, tile in enumerate(tiles):
       if tile is None:
         continue
@@ -512,10 +539,8 @@ class _Model:
         if tile.output_scale[o] != 1.0:
           factor = self.s.const(d, tile.output_scale[o], self.g.tensors[t].dtype)
           out = self.s.add("Mul", d, (out, factor), (sizes[o],))
-        produced[o][d] = _Shard(tile.outputs[o], out, d)
-    for o, t in enumerate(op.outputs):
-      keys = [tile.partial_key[o] if tile else None for tile in tiles]
-      self.shards[t] = self.produce(t, produced[o], keys, self.boxes(t))
+        names[o * self.k + d] = out
+    return names
 
   def copy(self, ctx, d: int, inputs: list[int], sizes: Sequence[int]) -> int:
     """One device's copy of an op; a ``ConcatV2`` drops its empty blocks, as the rewrite's
