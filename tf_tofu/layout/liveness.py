@@ -147,14 +147,16 @@ class Liveness:
     return first
 
   @staticmethod
-  def compile(nodes: Sequence[tuple], n_ext: int) -> "Program":
+  def compile(nodes: Sequence[tuple], n_ext: int, kept: Sequence[int]) -> "Program":
     """A run of nodes whose effect :meth:`run` applies at once: ``nodes[j] = (device,
     op_type, refs, output_bytes)``, a ref ``r >= 0`` naming output ``r >> OUTPUT_SHIFT``
     of node ``r & NODE_MASK`` and ``r < 0`` the outside tensor ``-1 - r`` (one of
     ``n_ext``).  What
     the nodes do among themselves is worked out here, once; only their reads of outside
     tensors depend on what came before.  Two slots may name one tensor (a constant
-    used twice): :meth:`run` keeps its buffer's latest reader."""
+    used twice): :meth:`run` keeps its buffer's latest reader.  ``kept``: the refs of
+    the nodes' outputs that nodes after the run may read; the others are not looked up
+    again, so :meth:`run` does not file their buffers."""
     first_rel, nbytes_rel, step_rel = [], [], []
     buffers, last = [], []
     buffer_of: dict = {}      # inside key -> inside buffer, or ("ext", slot, device)
@@ -198,13 +200,15 @@ class Liveness:
       outs = len(output_bytes) or 1
       nbytes_rel.extend(output_bytes or (0,))
       step_rel.extend([j] * outs)
-    inside = [(k, b) for k, b in buffer_of.items() if not isinstance(b, tuple)]
+    kept_rel = {first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT) for r in kept}
+    filed = {k: b for k, b in buffer_of.items() if k >> DEVICE_BITS in kept_rel}
+    inside = [(k, b) for k, b in filed.items() if not isinstance(b, tuple)]
     return Program(n_ext=n_ext, first_rel=tuple(first_rel), nbytes_rel=tuple(nbytes_rel),
                    step_rel=tuple(step_rel), buffers=tuple(buffers), last_rel=tuple(last),
                    inside_keys=tuple(k for k, _ in inside),
                    inside_buffers=tuple(b for _, b in inside),
                    ext_reads=tuple((s, d, j) for (s, d), j in ext_last.items()),
-                   ext_aliases=tuple((k, b[1], b[2]) for k, b in buffer_of.items()
+                   ext_aliases=tuple((k, b[1], b[2]) for k, b in filed.items()
                                      if isinstance(b, tuple)))
 
   def run(self, program: "Program", ext: Sequence[int]) -> int:
@@ -293,7 +297,10 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   """Per device index, the largest running sum of ``+size`` at step ``born`` and ``-size``
   at step ``last + 1`` over its buffers (events at one step are summed first; 0 for a
   device without any); integers throughout, memory in the number of buffers, not steps
-  x devices."""
+  x devices.
+
+  The events sorted by (device, step): the running sum after the last event of each
+  (device, step) is a live total; the largest of those per device is its peak."""
   out = [0] * n_devices
   size_a = np.asarray(size, np.int64)
   keep = size_a != 0
@@ -304,14 +311,15 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   span = max(max(last), max(born)) + 2
   keys = np.concatenate([rows * span + np.asarray(born, np.int64)[keep],
                          rows * span + np.asarray(last, np.int64)[keep] + 1])
-  uniq, inverse = np.unique(keys, return_inverse=True)
-  step_sum = np.zeros(len(uniq), np.int64)
-  np.add.at(step_sum, inverse.ravel(), np.concatenate([size_a, -size_a]))
-  row = uniq // span
-  starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
-  total = np.cumsum(step_sum)
-  before = np.r_[0, total][starts]  # the running sum where each device's events start
-  running = total - np.repeat(before, np.diff(np.r_[starts, len(uniq)]))
+  order = np.argsort(keys, kind="stable")
+  keys = keys[order]
+  total = np.cumsum(np.concatenate([size_a, -size_a])[order])
+  ends = np.flatnonzero(np.r_[keys[1:] != keys[:-1], True])  # last event of each step
+  row = keys[ends] // span
+  starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])  # each device's first step
+  # The running sum before each device's events: the total after the previous device's.
+  before = np.r_[0, total[ends]][starts]
+  running = total[ends] - np.repeat(before, np.diff(np.r_[starts, len(ends)]))
   best = np.maximum.reduceat(running, starts)
   for r, b in zip(row[starts], best):
     out[int(r)] = int(b)

@@ -177,13 +177,15 @@ class _Template:
   node's), ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or
   None) per device.  ``program``, ``slots``, ``consts``: its nodes as one
   ``liveness.Program`` (:meth:`_compile`), made at its first replay where no step is
-  listed."""
+  listed; ``const_names``: its constants' names, once all are pooled (a template belongs
+  to one schedule, whose pool only grows)."""
 
   instructions: tuple
   outputs: tuple
   program: Optional[Program] = None
   slots: tuple = ()
   consts: Optional[tuple] = None
+  const_names: Optional[list] = None
 
   @classmethod
   def of(cls, log: list, reads: Sequence[Optional[int]], out: Sequence[Optional[int]]
@@ -238,12 +240,12 @@ class _Template:
       self.program, self.slots, self.consts = self._compile(len(reads))
     if self.consts is None:
       return None
-    ext = list(reads)
-    for key in self.consts:
-      name = s.pooled(key)
-      if name is None:
+    if self.const_names is None:  # once all are pooled, their names stay
+      names = [s.pooled(key) for key in self.consts]
+      if None in names:
         return None
-      ext.append(name)
+      self.const_names = names
+    ext = [*reads, *self.const_names]
     first = s.live.run(self.program, ext)
     firsts, slots = self.program.first_rel, self.slots
     out = []
@@ -273,7 +275,9 @@ class _Template:
             r if r < 0 else slots[r] if slots[r & NODE_MASK] < 0 else
             r - (r & NODE_MASK) + slots[r & NODE_MASK] for r in refs), output_bytes))
     keys = None if None in consts else tuple(consts)
-    return Liveness.compile(nodes, n_reads + len(consts)), tuple(slots), keys
+    kept = [r - (r & NODE_MASK) + slots[r & NODE_MASK]  # the outputs that are nodes'
+            for r in self.outputs if r is not None and r >= 0 and slots[r & NODE_MASK] >= 0]
+    return Liveness.compile(nodes, n_reads + len(consts), kept), tuple(slots), keys
 
 
 class _Model:
