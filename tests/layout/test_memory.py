@@ -205,8 +205,8 @@ class ReplayTest(parameterized.TestCase):
     # The same tensors and steps, and the same buffers (device, size, born, last).
     self.assertEqual((at_once.first_output, at_once.step_of), (by_node.first_output,
                                                                by_node.step_of))
-    self.assertEqual(sorted(zip(at_once.buffers, at_once.last)),
-                     sorted(zip(by_node.buffers, by_node.last)))
+    self.assertEqual(sorted(zip(at_once.device, at_once.size, at_once.born, at_once.last)),
+                     sorted(zip(by_node.device, by_node.size, by_node.born, by_node.last)))
 
 
 class SingleDeviceTest(absltest.TestCase):

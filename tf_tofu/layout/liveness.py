@@ -103,8 +103,10 @@ class Liveness:
     self._nbytes: list[int] = []          # tensor -> its bytes
     self.step_of: list[int] = []          # tensor -> the step that makes it
     self.first_output: list[int] = []     # step -> the id of its first output
-    self.buffers: list[tuple[int, int, int]] = []  # buffer -> (device, size, step born)
-    self.last: list[int] = []                      # buffer -> the last step reading it
+    self.device: list[int] = []  # buffer -> its device
+    self.size: list[int] = []    # buffer -> its bytes
+    self.born: list[int] = []    # buffer -> the step it is born at
+    self.last: list[int] = []    # buffer -> the last step reading it
 
   def add(self, device: int, op_type: str, inputs: Sequence[Optional[int]],
           output_bytes: Sequence[int]) -> int:
@@ -117,7 +119,9 @@ class Liveness:
       b = buffer_of.get(key)
       if b is None:  # read on another device: a received buffer
         buffer_of[key] = len(last)
-        self.buffers.append((device, self._nbytes[t], self.step_of[t]))
+        self.device.append(device)
+        self.size.append(self._nbytes[t])
+        self.born.append(self.step_of[t])
         last.append(i)
       else:
         last[b] = i
@@ -139,7 +143,9 @@ class Liveness:
         last[alias] = i
       else:
         buffer_of[key] = len(last)
-        self.buffers.append((device, nbytes if own else 0, i))
+        self.device.append(device)
+        self.size.append(nbytes if own else 0)
+        self.born.append(i)
         last.append(i)
       key += 1 << DEVICE_BITS
       self._nbytes.append(nbytes)
@@ -204,7 +210,9 @@ class Liveness:
     filed = {k: b for k, b in buffer_of.items() if k >> DEVICE_BITS in kept_rel}
     inside = [(k, b) for k, b in filed.items() if not isinstance(b, tuple)]
     return Program(n_ext=n_ext, first_rel=tuple(first_rel), nbytes_rel=tuple(nbytes_rel),
-                   step_rel=tuple(step_rel), buffers=tuple(buffers), last_rel=tuple(last),
+                   step_rel=tuple(step_rel), buffer_device=tuple(b[0] for b in buffers),
+                   buffer_size=tuple(b[1] for b in buffers),
+                   buffer_born=tuple(b[2] for b in buffers), last_rel=tuple(last),
                    inside_keys=tuple(k for k, _ in inside),
                    inside_buffers=tuple(b for _, b in inside),
                    ext_reads=tuple((s, d, j) for (s, d), j in ext_last.items()),
@@ -219,7 +227,9 @@ class Liveness:
     self.first_output.extend([t0 + f for f in program.first_rel])
     self._nbytes.extend(program.nbytes_rel)
     self.step_of.extend([i0 + j for j in program.step_rel])
-    self.buffers.extend([(d, size, i0 + born) for d, size, born in program.buffers])
+    self.device.extend(program.buffer_device)
+    self.size.extend(program.buffer_size)
+    self.born.extend([i0 + j for j in program.buffer_born])
     last = self.last
     last.extend([i0 + j for j in program.last_rel])
     base = t0 << DEVICE_BITS
@@ -232,7 +242,9 @@ class Liveness:
       b = buffer_of.get(key)
       if b is None:  # read on another device: a received buffer
         buffer_of[key] = len(last)
-        self.buffers.append((device, self._nbytes[t], self.step_of[t]))
+        self.device.append(device)
+        self.size.append(self._nbytes[t])
+        self.born.append(self.step_of[t])
         last.append(i0 + j)
       elif last[b] < i0 + j:  # (two outside slots may name one tensor)
         last[b] = i0 + j
@@ -243,8 +255,7 @@ class Liveness:
   def estimate(self, devices: Sequence[str], persistent: Mapping[str, int]) -> MemoryEstimate:
     """Peak bytes per device (device index ``j`` is ``devices[j]``; a device with only
     ``persistent`` bytes counts them) and the persistent part of each."""
-    device, size, born = zip(*self.buffers) if self.buffers else ((), (), ())
-    running = _peak_running_sums(len(devices), device, size, born, self.last)
+    running = _peak_running_sums(len(devices), self.device, self.size, self.born, self.last)
     names = sorted(set(devices) | set(persistent))
     index = {d: j for j, d in enumerate(devices)}
     peak = {d: int(persistent.get(d, 0) + max(0, running[index[d]] if d in index else 0))
@@ -264,7 +275,9 @@ class Program:
   first_rel: tuple
   nbytes_rel: tuple
   step_rel: tuple
-  buffers: tuple
+  buffer_device: tuple
+  buffer_size: tuple
+  buffer_born: tuple
   last_rel: tuple
   inside_keys: tuple
   inside_buffers: tuple
