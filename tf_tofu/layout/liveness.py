@@ -157,12 +157,11 @@ class Liveness:
     """A run of nodes whose effect :meth:`run` applies at once: ``nodes[j] = (device,
     op_type, refs, output_bytes)``, a ref ``r >= 0`` naming output ``r >> OUTPUT_SHIFT``
     of node ``r & NODE_MASK`` and ``r < 0`` the outside tensor ``-1 - r`` (one of
-    ``n_ext``).  What
-    the nodes do among themselves is worked out here, once; only their reads of outside
-    tensors depend on what came before.  Two slots may name one tensor (a constant
-    used twice): :meth:`run` keeps its buffer's latest reader.  ``kept``: the refs of
-    the nodes' outputs that nodes after the run may read; the others are not looked up
-    again, so :meth:`run` does not file their buffers."""
+    ``n_ext``).  What the nodes do among themselves is worked out here, once; only
+    their reads of outside tensors depend on what came before.  Two slots may name one
+    tensor (a constant used twice): :meth:`run` keeps its buffer's latest reader.
+    ``kept``: the refs of the outputs that nodes after the run may read; the others are
+    never looked up again, so :meth:`run` does not file their buffers by tensor."""
     first_rel, nbytes_rel, step_rel = [], [], []
     buffers, last = [], []
     buffer_of: dict = {}      # inside key -> inside buffer, or ("ext", slot, device)

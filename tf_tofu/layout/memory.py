@@ -174,11 +174,11 @@ class _Template:
   """A recorded conversion.  ``instructions``: ``(None, key, nbytes, pooled)`` for a
   constant, ``(op_type, device, refs, output_bytes)`` for a node; a ref ``r >= 0`` is
   output ``r >> OUTPUT_SHIFT`` of instruction ``r & NODE_MASK`` (a constant's, or a
-  node's), ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or
-  None) per device.  ``program``, ``slots``, ``consts``: its nodes as one
-  ``liveness.Program`` (:meth:`_compile`), made at its first replay where no step is
-  listed; ``const_names``: its constants' names, once all are pooled (a template belongs
-  to one schedule, whose pool only grows)."""
+  node's), ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or None) per
+  output.  ``program``, ``slots``, ``consts``: its nodes as one ``liveness.Program``
+  (:meth:`_compile`), made at its first replay where no step is listed;
+  ``const_names``: its constants' names, once all are pooled (a template belongs to
+  one schedule, whose pool only grows)."""
 
   instructions: tuple
   outputs: tuple
