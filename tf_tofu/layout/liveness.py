@@ -99,7 +99,11 @@ class Liveness:
   """
 
   def __init__(self):
-    self._buffer_of: dict[int, int] = {}  # tensor << DEVICE_BITS | device -> buffer
+    # A tensor's buffer on its own device is _own[t]; on another, _received[t << DEVICE_BITS
+    # | device].
+    self._home: list[int] = []            # tensor -> the device that makes it
+    self._own: list[int] = []             # tensor -> its buffer there (-1: none)
+    self._received: dict[int, int] = {}
     self._nbytes: list[int] = []          # tensor -> its bytes
     self.step_of: list[int] = []          # tensor -> the step that makes it
     self.first_output: list[int] = []     # step -> the id of its first output
@@ -108,48 +112,54 @@ class Liveness:
     self.born: list[int] = []    # buffer -> the step it is born at
     self.last: list[int] = []    # buffer -> the last step reading it
 
+  def _read(self, t: int, device: int) -> int:
+    """The buffer of tensor ``t`` on ``device``: its own there, or the copy it receives
+    there (made by the first read: a received buffer, born at its producer's step)."""
+    if self._home[t] == device:
+      return self._own[t]
+    key = (t << DEVICE_BITS) | device
+    b = self._received.get(key)
+    if b is None:
+      b = self._received[key] = len(self.last)
+      self.device.append(device)
+      self.size.append(self._nbytes[t])
+      self.born.append(self.step_of[t])
+      self.last.append(-1)
+    return b
+
   def add(self, device: int, op_type: str, inputs: Sequence[Optional[int]],
           output_bytes: Sequence[int]) -> int:
     i = len(self.first_output)
-    buffer_of, last = self._buffer_of, self.last
+    last = self.last
     for t in inputs:
-      if t is None:
-        continue
-      key = (t << DEVICE_BITS) | device
-      b = buffer_of.get(key)
-      if b is None:  # read on another device: a received buffer
-        buffer_of[key] = len(last)
-        self.device.append(device)
-        self.size.append(self._nbytes[t])
-        self.born.append(self.step_of[t])
-        last.append(i)
-      else:
-        last[b] = i
-    alias = None
+      if t is not None:
+        last[self._read(t, device)] = i
+    alias = -1
     if op_type in ALIAS_OPS and inputs and inputs[0] is not None:
-      alias = buffer_of.get((inputs[0] << DEVICE_BITS) | device)
+      alias = self._read(inputs[0], device)
     first = len(self._nbytes)
     self.first_output.append(first)
     if not output_bytes:
       self._nbytes.append(0)
       self.step_of.append(i)
+      self._home.append(device)
+      self._own.append(-1)
       return first
     # A read of a variable is the variable's buffer; constants are persistent.
     own = op_type not in _NOT_OWN
-    key = (first << DEVICE_BITS) | device
     for nbytes in output_bytes:
-      if alias is not None:
-        buffer_of[key] = alias
+      if alias >= 0:
+        self._own.append(alias)
         last[alias] = i
       else:
-        buffer_of[key] = len(last)
+        self._own.append(len(last))
         self.device.append(device)
         self.size.append(nbytes if own else 0)
         self.born.append(i)
         last.append(i)
-      key += 1 << DEVICE_BITS
       self._nbytes.append(nbytes)
       self.step_of.append(i)
+      self._home.append(device)
     return first
 
   @staticmethod
@@ -162,61 +172,69 @@ class Liveness:
     tensor (a constant used twice): :meth:`run` keeps its buffer's latest reader.
     ``kept``: the refs of the outputs that nodes after the run may read; the others are
     never looked up again, so :meth:`run` does not file their buffers by tensor."""
-    first_rel, nbytes_rel, step_rel = [], [], []
+    first_rel, nbytes_rel, step_rel, home_rel, own_rel = [], [], [], [], []
     buffers, last = [], []
-    buffer_of: dict = {}      # inside key -> inside buffer, or ("ext", slot, device)
+    received: dict = {}       # (inside tensor, device) -> inside buffer
     ext_last: dict = {}       # (slot, device) -> the last node reading it there
-    for j, (device, op_type, refs, output_bytes) in enumerate(nodes):
-      for r in refs:
-        if r < 0:
-          ext_last[(-1 - r, device)] = j
-          continue
-        u = first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT)
-        key = (u << DEVICE_BITS) | device
-        b = buffer_of.get(key)
+    ext_own: dict = {}        # inside tensor -> (slot, device): it aliases that buffer
+
+    def read(ref: int, device: int, j: int):
+      """The buffer ``ref`` names on ``device`` (an int, or ``(slot, device)`` outside),
+      read by node j."""
+      if ref < 0:
+        ext_last[(-1 - ref, device)] = j
+        return (-1 - ref, device)
+      u = first_rel[ref & NODE_MASK] + (ref >> OUTPUT_SHIFT)
+      if home_rel[u] == device:
+        b = ext_own.get(u)
+        if b is not None:
+          ext_last[b] = j
+          return b
+        b = own_rel[u]
+      else:
+        b = received.get((u, device))
         if b is None:
-          buffer_of[key] = len(last)
+          b = received[(u, device)] = len(last)
           buffers.append((device, nbytes_rel[u], step_rel[u]))
           last.append(j)
-        elif isinstance(b, tuple):
-          ext_last[b[1:]] = j
-        else:
-          last[b] = j
-      alias = None
-      if op_type in ALIAS_OPS and refs:
-        r = refs[0]
-        alias = (("ext", -1 - r, device) if r < 0 else buffer_of[
-            ((first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT)) << DEVICE_BITS) | device])
+      last[b] = j
+      return b
+
+    for j, (device, op_type, refs, output_bytes) in enumerate(nodes):
+      for r in refs:
+        read(r, device, j)
+      alias = read(refs[0], device, j) if op_type in ALIAS_OPS and refs else None
       first = len(nbytes_rel)
       first_rel.append(first)
       own = op_type not in _NOT_OWN
       for o, nbytes in enumerate(output_bytes):
-        key = ((first + o) << DEVICE_BITS) | device
         if alias is None:
-          buffer_of[key] = len(last)
+          own_rel.append(len(last))
           buffers.append((device, nbytes if own else 0, j))
           last.append(j)
+        elif isinstance(alias, tuple):
+          own_rel.append(-1)
+          ext_own[first + o] = alias
         else:
-          buffer_of[key] = alias
-          if isinstance(alias, tuple):
-            ext_last[alias[1:]] = j
-          else:
-            last[alias] = j
+          own_rel.append(alias)
       outs = len(output_bytes) or 1
+      if not output_bytes:
+        own_rel.append(-1)
       nbytes_rel.extend(output_bytes or (0,))
       step_rel.extend([j] * outs)
+      home_rel.extend([device] * outs)
     kept_rel = {first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT) for r in kept}
-    filed = {k: b for k, b in buffer_of.items() if k >> DEVICE_BITS in kept_rel}
-    inside = [(k, b) for k, b in filed.items() if not isinstance(b, tuple)]
+    filed = [((u << DEVICE_BITS) | d, b) for (u, d), b in received.items() if u in kept_rel]
     return Program(n_ext=n_ext, first_rel=tuple(first_rel), nbytes_rel=tuple(nbytes_rel),
-                   step_rel=tuple(step_rel), buffer_device=tuple(b[0] for b in buffers),
+                   step_rel=tuple(step_rel), home_rel=tuple(home_rel), own_rel=tuple(own_rel),
+                   buffer_device=tuple(b[0] for b in buffers),
                    buffer_size=tuple(b[1] for b in buffers),
                    buffer_born=tuple(b[2] for b in buffers), last_rel=tuple(last),
-                   inside_keys=tuple(k for k, _ in inside),
-                   inside_buffers=tuple(b for _, b in inside),
+                   received_keys=tuple(k for k, _ in filed),
+                   received_buffers=tuple(b for _, b in filed),
                    ext_reads=tuple((s, d, j) for (s, d), j in ext_last.items()),
-                   ext_aliases=tuple((k, b[1], b[2]) for k, b in filed.items()
-                                     if isinstance(b, tuple)))
+                   ext_aliases=tuple((u, s, d) for u, (s, d) in ext_own.items()
+                                     if u in kept_rel))
 
   def run(self, program: "Program", ext: Sequence[int]) -> int:
     """Applies ``program`` (:meth:`compile`) to the outside tensors ``ext``: the same
@@ -226,29 +244,25 @@ class Liveness:
     self.first_output.extend([t0 + f for f in program.first_rel])
     self._nbytes.extend(program.nbytes_rel)
     self.step_of.extend([i0 + j for j in program.step_rel])
+    self._home.extend(program.home_rel)
+    self._own.extend([b0 + b if b >= 0 else -1 for b in program.own_rel])
     self.device.extend(program.buffer_device)
     self.size.extend(program.buffer_size)
     self.born.extend([i0 + j for j in program.buffer_born])
     last = self.last
     last.extend([i0 + j for j in program.last_rel])
     base = t0 << DEVICE_BITS
-    buffer_of = self._buffer_of
-    buffer_of.update(zip([base + k for k in program.inside_keys],
-                         [b0 + b for b in program.inside_buffers]))
+    self._received.update(zip([base + k for k in program.received_keys],
+                              [b0 + b for b in program.received_buffers]))
+    home, own = self._home, self._own
     for slot, device, j in program.ext_reads:
       t = ext[slot]
-      key = (t << DEVICE_BITS) | device
-      b = buffer_of.get(key)
-      if b is None:  # read on another device: a received buffer
-        buffer_of[key] = len(last)
-        self.device.append(device)
-        self.size.append(self._nbytes[t])
-        self.born.append(self.step_of[t])
-        last.append(i0 + j)
-      elif last[b] < i0 + j:  # (two outside slots may name one tensor)
+      b = own[t] if home[t] == device else self._read(t, device)
+      if last[b] < i0 + j:  # (two outside slots may name one tensor)
         last[b] = i0 + j
-    for k, slot, device in program.ext_aliases:
-      buffer_of[base + k] = buffer_of[(ext[slot] << DEVICE_BITS) | device]
+    for u, slot, device in program.ext_aliases:
+      t = ext[slot]
+      own[t0 + u] = own[t] if home[t] == device else self._read(t, device)
     return t0
 
   def estimate(self, devices: Sequence[str], persistent: Mapping[str, int]) -> MemoryEstimate:
@@ -265,21 +279,24 @@ class Liveness:
 @dataclasses.dataclass(frozen=True)
 class Program:
   """A run of nodes compiled by :meth:`Liveness.compile`, in offsets from where it runs:
-  per node the offset of its first output id; per output id its bytes and node; the
-  buffers made inside (device, size, node born) with their last readers; the inside
-  (tensor, device) keys and their buffers; per outside tensor and device the last node
-  reading it there; and the inside keys that alias an outside tensor's buffer."""
+  per node the offset of its first output id; per output id its bytes, node, device
+  and own buffer (-1: none, or an outside one); the buffers made inside (device, size,
+  node born) with their last readers; the kept tensors' copies received inside, by
+  (tensor, device) key; per outside tensor and device the last node reading it there;
+  and the kept tensors that alias an outside tensor's buffer."""
 
   n_ext: int
   first_rel: tuple
   nbytes_rel: tuple
   step_rel: tuple
+  home_rel: tuple
+  own_rel: tuple
   buffer_device: tuple
   buffer_size: tuple
   buffer_born: tuple
   last_rel: tuple
-  inside_keys: tuple
-  inside_buffers: tuple
+  received_keys: tuple
+  received_buffers: tuple
   ext_reads: tuple
   ext_aliases: tuple
 
