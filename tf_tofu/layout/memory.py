@@ -300,8 +300,11 @@ class _Model:
         self.held[t] = held_cache[key]
     self.shards: dict[str, list[_Shard]] = {}
     self.sources = {t: op for op in graph.ops if op.kind == "source" for t in op.outputs}
-    self.needs: dict[str, dict[tuple, list[Optional[int]]]] = {}
+    self.needs: dict[str, dict[int, list[Optional[int]]]] = {}
     self._tiles: dict = {}
+    self._ids: dict[tuple, int] = {}       # interned box tuples (intern)
+    self._held_ids: dict[int, int] = {}    # id of a boxes() tuple -> its intern
+    self._have_ids: dict[str, int] = {}    # tensor -> intern of its shards' boxes
     self._pieces: dict = {}
     self._scalar_ops: dict[tuple, object] = {}
     self._controls: dict[str, tuple[str, ...]] = {}
@@ -429,10 +432,12 @@ class _Model:
     return out
 
   def produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
-              stored: Sequence[Region]) -> list[_Shard]:
-    """An op's outputs (maybe partial sums) into the stored layout (``Converter.produce``)."""
+              made_id: int, stored: tuple[Region, ...]) -> list[_Shard]:
+    """An op's outputs (maybe partial sums) into the stored layout (``Converter.produce``;
+    ``made_id``: :meth:`intern` of the produced boxes and ``keys``; ``stored``: a
+    :meth:`boxes` tuple)."""
     boxes = tuple(None if s is None else s.box for s in produced)
-    key = ("out", self.g.tensors[t].dtype, boxes, tuple(keys), tuple(stored))
+    key = ("out", self.g.tensors[t].dtype, made_id, self.boxes_id(stored))
     got = self.s.converted(key, [None if s is None else s.tensor for s in produced],
                            lambda: self._produce(t, produced, boxes, keys, stored))
     return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
@@ -459,23 +464,57 @@ class _Model:
           "AddN", d, (mine.tensor, *(a.tensor for a in addends)), (self.nbytes(t, box),)), d)
     return self.gather(t, summed, stored, after)
 
-  def input(self, t: str, need: tuple) -> list[Optional[int]]:
+  def input(self, t: str, need: tuple, need_id: Optional[int] = None) -> list[Optional[int]]:
+    """Per device, a tensor holding ``need[d]`` of ``t`` (``need_id``: its :meth:`intern`);
+    gathered once per tensor and need."""
+    need_id = self.intern(need) if need_id is None else need_id
     by_need = self.needs.setdefault(t, {})
-    if need not in by_need:
+    got = by_need.get(need_id)
+    if got is None:
       have = self.shards_of(t)
-      key = ("in", self.g.tensors[t].dtype, tuple(s.box for s in have), need)
-      by_need[need] = self.s.converted(key, [s.tensor for s in have],
-                                       lambda: self.gather(t, have, need))
-    return by_need[need]
+      have_id = self._have_ids.get(t)
+      if have_id is None:  # a tensor's shards are made once
+        have_id = self._have_ids[t] = self.intern(tuple(s.box for s in have))
+      key = ("in", self.g.tensors[t].dtype, have_id, need_id)
+      got = by_need[need_id] = self.s.converted(key, [s.tensor for s in have],
+                                                lambda: self.gather(t, have, need))
+    return got
 
   # ---------------------------------------------------------------- ops
 
   def tiles(self, op):
+    """``(key, tiles, needs, made)`` of the op: per data input the boxes the devices read
+    and their :meth:`intern` id (None for a constant shape input), per output the boxes
+    made and the partial keys, with their id; once per tiles key."""
     key = (context_key(op.context), tuple(self.strategies[op.name]))
-    if key not in self._tiles:
-      self._tiles[key] = tiling.op_tiles(op.context, self.strategies[op.name], self.factors,
-                                         self.describer)
-    return key, self._tiles[key]
+    got = self._tiles.get(key)
+    if got is None:
+      tiles = tiling.op_tiles(op.context, self.strategies[op.name], self.factors,
+                              self.describer)
+      needs = []
+      for i in range(len(op.inputs)):
+        need = tuple(tile.inputs[i] if tile else None for tile in tiles)
+        needs.append(None if all(r is None for r in need) else (need, self.intern(need)))
+      made = []
+      for o in range(len(op.outputs)):
+        boxes = tuple(tile.outputs[o] if tile else None for tile in tiles)
+        keys = tuple(tile.partial_key[o] if tile else None for tile in tiles)
+        made.append((keys, self.intern((boxes, keys))))
+      got = self._tiles[key] = (key, tiles, needs, made)
+    return got
+
+  def intern(self, boxes: tuple) -> int:
+    """A small int naming ``boxes`` (per-device boxes, or any tuple of them): the keys of
+    conversions hold it rather than hash k boxes again."""
+    return self._ids.setdefault(boxes, len(self._ids))
+
+  def boxes_id(self, boxes: tuple) -> int:
+    """:meth:`intern` of a tuple of :meth:`boxes` (kept alive by ``held``, so its id is
+    its own)."""
+    got = self._held_ids.get(id(boxes))
+    if got is None:
+      got = self._held_ids[id(boxes)] = self.intern(boxes)
+    return got
 
   def scalar_replicated(self, op, tiles) -> bool:
     """Stateless, scalar outputs, computed whole everywhere: the rewrite shares such an op's
@@ -491,16 +530,15 @@ class _Model:
     if op.name not in self.strategies:
       raise PlanError(f"the plan has no strategy for op {op.name!r} ({op.op_type}); plan the "
                       "graph again")
-    key, tiles = self.tiles(op)
+    key, tiles, needs, made = self.tiles(op)
     wired: list[list[Optional[int]]] = []
     for i, t in enumerate(op.inputs):
-      need = tuple(tile.inputs[i] if tile else None for tile in tiles)
-      if all(r is None for r in need):
+      if needs[i] is None:
         wired.append([None] * self.k)  # a constant shape input, made per device below
       elif t is None:
         raise ValueError(f"op {op.name!r}: data input {i} is not connected")
       else:
-        wired.append(self.input(t, need))
+        wired.append(self.input(t, *needs[i]))
     if self.scalar_replicated(op, tiles):
       first = self._scalar_ops.setdefault(("op", key, tuple(tuple(w) for w in wired)), op)
       if first is not op:
@@ -515,8 +553,7 @@ class _Model:
     for o, t in enumerate(op.outputs):
       produced = [None if tile is None else _Shard(tile.outputs[o], names[o * self.k + d], d)
                   for d, tile in enumerate(tiles)]
-      keys = [tile.partial_key[o] if tile else None for tile in tiles]
-      self.shards[t] = self.produce(t, produced, keys, self.boxes(t))
+      self.shards[t] = self.produce(t, produced, *made[o], self.boxes(t))
 
   def copies(self, op, tiles, wired: list[list[Optional[int]]]) -> list[Optional[int]]:
     """Every device's copy of ``op`` (its tile; ``wired``: per input, the tensor each device
