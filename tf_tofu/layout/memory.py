@@ -40,6 +40,13 @@ output TensorFlow cannot size statically counts 0 there and its box here
 (``UNSIZED_OUTPUTS`` lists the known ones, counted 0 here too); collective
 conversions (``comm="collective"``) and the ``Pad`` of a depthwise
 convolution's explicit padding are not modelled.
+
+The schedule of a large plan has millions of nodes (the 256-step RNNLM at k = 64:
+about five million), so :func:`schedule_peak` counts the liveness as the nodes are
+made (``liveness.Liveness``) without listing them, and the nodes of a conversion or
+of an op's copies that repeat an earlier one (every step of an unrolled RNN) are
+counted at once (``liveness.Liveness.run``).  :func:`plan_schedule` lists the steps
+and replays node by node; both count the same buffers (tested).
 """
 
 from __future__ import annotations
