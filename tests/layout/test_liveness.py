@@ -92,8 +92,8 @@ class LivenessTest(absltest.TestCase):
     live = liveness.Liveness()
     x = live.add(0, "Placeholder", (), (100,))
     pair = live.add(0, "Unpack", (x,), (30, 20))        # outputs pair and pair + 1
-    done = live.add(0, "NoOp", (pair,), ())            # no outputs: an id, no buffer
-    self.assertEqual((x, pair, done), (0, 1, 3))
+    done = live.add(0, "NoOp", (pair,), ())            # no outputs: no id, no buffer
+    self.assertEqual((x, pair, done), (0, 1, -1))
     live.add(1, "AddV2", (pair + 1, None), (4,))       # a received copy of 20; None: uncounted
     est = live.estimate(["a", "b"], {"b": 1})
     # a: x (100) lives through the Unpack's step with its outputs (50); b: 20 + 4 + 1.

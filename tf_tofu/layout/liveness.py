@@ -90,8 +90,7 @@ class Liveness:
   :meth:`add` takes a node's device (an index), op type, the tensors it reads
   (ids from earlier :meth:`add` calls; None for a tensor outside the schedule,
   not counted) and its outputs' bytes, and returns the id of its first output
-  (output ``o`` is that id + o; a node without outputs still gets one id, which
-  holds no buffer).  Each buffer has a device, a size, the step it is born at
+  (output ``o`` is that id + o; -1 for a node without outputs, which has none).  Each buffer has a device, a size, the step it is born at
   and the last step that reads it: a node's own outputs are born at its step on
   its device; a tensor read on another device is a received buffer there, born
   at its producer's step; an aliasing node's outputs are its first input's
@@ -102,7 +101,7 @@ class Liveness:
     # A tensor's buffer on its own device is _own[t]; on another, _received[t << DEVICE_BITS
     # | device].
     self._home: list[int] = []            # tensor -> the device that makes it
-    self._own: list[int] = []             # tensor -> its buffer there (-1: none)
+    self._own: list[int] = []             # tensor -> its buffer there
     self._received: dict[int, int] = {}
     self._nbytes: list[int] = []          # tensor -> its bytes
     self.step_of: list[int] = []          # tensor -> the step that makes it
@@ -140,11 +139,7 @@ class Liveness:
     first = len(self._nbytes)
     self.first_output.append(first)
     if not output_bytes:
-      self._nbytes.append(0)
-      self.step_of.append(i)
-      self._home.append(device)
-      self._own.append(-1)
-      return first
+      return -1
     # A read of a variable is the variable's buffer; constants are persistent.
     own = op_type not in _NOT_OWN
     for nbytes in output_bytes:
@@ -169,7 +164,8 @@ class Liveness:
     of node ``r & NODE_MASK`` and ``r < 0`` the outside tensor ``-1 - r`` (one of
     ``n_ext``).  What the nodes do among themselves is worked out here, once; only
     their reads of outside tensors depend on what came before.  Two slots may name one
-    tensor (a constant used twice): :meth:`run` keeps its buffer's latest reader.
+    tensor (a constant used twice, a read that is also a constant): :meth:`run` keeps
+    its buffer's latest reader.
     ``kept``: the refs of the outputs that nodes after the run may read; the others are
     never looked up again, so :meth:`run` does not file their buffers by tensor."""
     first_rel, nbytes_rel, step_rel, home_rel, own_rel = [], [], [], [], []
@@ -197,6 +193,7 @@ class Liveness:
           b = received[(u, device)] = len(last)
           buffers.append((device, nbytes_rel[u], step_rel[u]))
           last.append(j)
+          return b
       last[b] = j
       return b
 
@@ -217,12 +214,9 @@ class Liveness:
           ext_own[first + o] = alias
         else:
           own_rel.append(alias)
-      outs = len(output_bytes) or 1
-      if not output_bytes:
-        own_rel.append(-1)
-      nbytes_rel.extend(output_bytes or (0,))
-      step_rel.extend([j] * outs)
-      home_rel.extend([device] * outs)
+      nbytes_rel.extend(output_bytes)
+      step_rel.extend([j] * len(output_bytes))
+      home_rel.extend([device] * len(output_bytes))
     kept_rel = {first_rel[r & NODE_MASK] + (r >> OUTPUT_SHIFT) for r in kept}
     filed = [((u << DEVICE_BITS) | d, b) for (u, d), b in received.items() if u in kept_rel]
     return Program(n_ext=n_ext, first_rel=tuple(first_rel), nbytes_rel=tuple(nbytes_rel),
@@ -238,8 +232,12 @@ class Liveness:
 
   def run(self, program: "Program", ext: Sequence[int]) -> int:
     """Applies ``program`` (:meth:`compile`) to the outside tensors ``ext``: the same
-    buffers, steps and tensor ids as :meth:`add` of each of its nodes in turn.
-    Returns the id of its first node's first output (node j's is that + ``first_rel[j]``)."""
+    steps, tensor ids and buffers (device, size, born, last; numbered in another order)
+    as :meth:`add` of each of its nodes in turn, and the same buffer for every later
+    read of a kept output.  Returns the id of its first node's first output (node j's
+    is that + ``first_rel[j]``)."""
+    if len(ext) != program.n_ext:
+      raise ValueError(f"a run of {program.n_ext} outside tensors given {len(ext)}")
     i0, t0, b0 = len(self.first_output), len(self._nbytes), len(self.last)
     self.first_output.extend([t0 + f for f in program.first_rel])
     self._nbytes.extend(program.nbytes_rel)
@@ -304,8 +302,9 @@ class Program:
 def peak_memory(schedule: Sequence[Step], persistent: Mapping[str, int]) -> MemoryEstimate:
   """Liveness over ``schedule`` (module docstring; :class:`Liveness`); ``persistent``
   bytes per device.  The schedule lists a node before its readers (both schedules
-  above do); a node's inputs that no earlier node of the schedule makes are not
-  counted."""
+  above do); an input that no earlier node of the schedule makes (a later node's, an
+  output a node does not have, a node outside the schedule) is not counted, and an
+  aliasing node whose first input is such an input holds a buffer of its own."""
   live = Liveness()
   index: dict[str, int] = {}
   made: dict[str, tuple[int, int]] = {}  # node -> (id of its first output, its outputs)
@@ -340,7 +339,7 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   span = max(max(last), max(born)) + 2
   keys = np.concatenate([rows * span + np.asarray(born, np.int64)[keep],
                          rows * span + np.asarray(last, np.int64)[keep] + 1])
-  order = np.argsort(keys, kind="stable")
+  order = np.argsort(keys)
   keys = keys[order]
   total = np.cumsum(np.concatenate([size_a, -size_a])[order])
   ends = np.flatnonzero(np.r_[keys[1:] != keys[:-1], True])  # last event of each step

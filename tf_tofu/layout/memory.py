@@ -68,7 +68,7 @@ from tf_tofu.graph.view import SearchGraph, update_slots
 from tf_tofu.graph.vocabulary import SCATTER_OPS
 from tf_tofu.layout import guillotine, tiling, transfers
 from tf_tofu.layout.liveness import (NODE_MASK, OUTPUT_SHIFT, Liveness, MemoryEstimate, Program,
-                                     Step, peak_memory)
+                                     Step)
 from tf_tofu.opdefs.registry import Describer, context_key
 
 # Outputs TensorFlow's shape functions leave unknown (the GraphDef estimate counts them 0):
@@ -116,7 +116,7 @@ class _Schedule:
 
   def add(self, op_type: str, device: int, inputs: Sequence[int],
           output_bytes: Sequence[int] = ()) -> int:
-    """A node; returns its first output's name (``output_bytes``: Python ints)."""
+    """A node; returns its first output's ``Liveness`` id (``output_bytes``: Python ints)."""
     name = self.live.add(device, op_type, inputs, output_bytes)
     if self.steps is not None:
       self.steps.append(Step(f"n{len(self.steps)}", self.devices[device], op_type,
@@ -184,8 +184,8 @@ class _Template:
   node's), ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or None) per
   output.  ``program``, ``slots``, ``consts``: its nodes as one ``liveness.Program``
   (:meth:`_compile`), made at its first replay where no step is listed;
-  ``const_names``: its constants' names, once all are pooled (a template belongs to
-  one schedule, whose pool only grows)."""
+  ``const_names``: its constants' names (a template belongs to one schedule, whose
+  pool only grows)."""
 
   instructions: tuple
   outputs: tuple
@@ -245,13 +245,10 @@ class _Template:
     node.  The outside tensors are the reads, then the constants."""
     if self.program is None:
       self.program, self.slots, self.consts = self._compile(len(reads))
-    if self.consts is None:
+      # Recording pooled each constant the conversion asks for: their names stay.
+      self.const_names = None if self.consts is None else [s.pooled(k) for k in self.consts]
+    if self.const_names is None:
       return None
-    if self.const_names is None:  # once all are pooled, their names stay
-      names = [s.pooled(key) for key in self.consts]
-      if None in names:
-        return None
-      self.const_names = names
     ext = [*reads, *self.const_names]
     first = s.live.run(self.program, ext)
     firsts, slots = self.program.first_rel, self.slots
@@ -310,8 +307,7 @@ class _Model:
     self.needs: dict[str, dict[int, list[Optional[int]]]] = {}
     self._tiles: dict = {}
     self._ids: dict[tuple, int] = {}       # interned box tuples (intern)
-    self._held_ids: dict[int, int] = {}    # id of a boxes() tuple -> its intern
-    self._have_ids: dict[str, int] = {}    # tensor -> intern of its shards' boxes
+    self._held_ids: dict[str, int] = {}    # tensor -> intern of its boxes (held_id)
     self._pieces: dict = {}
     self._scalar_ops: dict[tuple, object] = {}
     self._controls: dict[str, tuple[str, ...]] = {}
@@ -439,12 +435,13 @@ class _Model:
     return out
 
   def produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
-              made_id: int, stored: tuple[Region, ...]) -> list[_Shard]:
-    """An op's outputs (maybe partial sums) into the stored layout (``Converter.produce``;
-    ``made_id``: :meth:`intern` of the produced boxes and ``keys``; ``stored``: a
-    :meth:`boxes` tuple)."""
+              made_id: int) -> list[_Shard]:
+    """An op's outputs (maybe partial sums) into ``t``'s stored layout
+    (``Converter.produce``; ``made_id``: :meth:`intern` of the produced boxes and
+    ``keys``)."""
     boxes = tuple(None if s is None else s.box for s in produced)
-    key = ("out", self.g.tensors[t].dtype, made_id, self.boxes_id(stored))
+    stored = self.boxes(t)
+    key = ("out", self.g.tensors[t].dtype, made_id, self.held_id(t))
     got = self.s.converted(key, [None if s is None else s.tensor for s in produced],
                            lambda: self._produce(t, produced, boxes, keys, stored))
     return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
@@ -479,10 +476,7 @@ class _Model:
     got = by_need.get(need_id)
     if got is None:
       have = self.shards_of(t)
-      have_id = self._have_ids.get(t)
-      if have_id is None:  # a tensor's shards are made once
-        have_id = self._have_ids[t] = self.intern(tuple(s.box for s in have))
-      key = ("in", self.g.tensors[t].dtype, have_id, need_id)
+      key = ("in", self.g.tensors[t].dtype, self.held_id(t), need_id)
       got = by_need[need_id] = self.s.converted(key, [s.tensor for s in have],
                                                 lambda: self.gather(t, have, need))
     return got
@@ -515,12 +509,13 @@ class _Model:
     conversions hold it rather than hash k boxes again."""
     return self._ids.setdefault(boxes, len(self._ids))
 
-  def boxes_id(self, boxes: tuple) -> int:
-    """:meth:`intern` of a tuple of :meth:`boxes` (kept alive by ``held``, so its id is
-    its own)."""
-    got = self._held_ids.get(id(boxes))
+  def held_id(self, t: str) -> int:
+    """:meth:`intern` of :meth:`boxes` of ``t``, the boxes its shards hold (every way of
+    making them, :meth:`feed`, :meth:`const`, :meth:`read`, :meth:`produce`, holds
+    those; a scalar op's shards shared by another scalar hold equal ones)."""
+    got = self._held_ids.get(t)
     if got is None:
-      got = self._held_ids[id(boxes)] = self.intern(boxes)
+      got = self._held_ids[t] = self.intern(self.boxes(t))
     return got
 
   def scalar_replicated(self, op, tiles) -> bool:
@@ -552,15 +547,14 @@ class _Model:
         for t, u in zip(op.outputs, first.outputs):
           self.shards[t] = self.shards[u]
         return
-    # The copies are a function of the tiles and the outputs' dtypes, given what they read:
-    # equal ops (the steps of an unrolled RNN) replay them.
-    names = self.s.converted(("op", key, tuple(self.g.tensors[t].dtype for t in op.outputs)),
-                             [x for w in wired for x in w],
+    # The copies are a function of the tiles (of the context key, which has the outputs'
+    # dtypes), given what they read: equal ops (the steps of an unrolled RNN) replay them.
+    names = self.s.converted(("op", key), [x for w in wired for x in w],
                              lambda: self.copies(op, tiles, wired))
     for o, t in enumerate(op.outputs):
       produced = [None if tile is None else _Shard(tile.outputs[o], names[o * self.k + d], d)
                   for d, tile in enumerate(tiles)]
-      self.shards[t] = self.produce(t, produced, *made[o], self.boxes(t))
+      self.shards[t] = self.produce(t, produced, *made[o])
 
   def copies(self, op, tiles, wired: list[list[Optional[int]]]) -> list[Optional[int]]:
     """Every device's copy of ``op`` (its tile; ``wired``: per input, the tensor each device
@@ -603,7 +597,6 @@ class _Model:
   def controls(self, name: str, seen: frozenset = frozenset()) -> tuple[str, ...]:
     """The ops (that emit nodes) ``name`` must follow: its control inputs, seen through
     ignored ops (``rewrite.partition.control_sources``)."""
-    out: list[str] = []
     if name in self._controls:
       return self._controls[name]
     out: list[str] = []
@@ -729,7 +722,7 @@ def plan_schedule(graph, factors: Sequence[int], layouts: Mapping[str, Sequence]
     devices: the device names (default ``"0" .. "k-1"``).
 
   Returns:
-    ``(steps, persistent)`` for :func:`peak_memory` (see the module docstring); it gives
+    ``(steps, persistent)`` for ``liveness.peak_memory`` (see the module docstring); it gives
     what :func:`schedule_peak` counts without listing the steps.
   """
   s = _model(graph, factors, layouts, strategies, describer, devices, keep_steps=True)
@@ -740,7 +733,7 @@ def plan_schedule(graph, factors: Sequence[int], layouts: Mapping[str, Sequence]
 def schedule_peak(graph, factors: Sequence[int], layouts: Mapping[str, Sequence],
                   strategies: Mapping[str, Sequence[str]], describer: Optional[Describer] = None,
                   devices: Optional[Sequence[str]] = None) -> MemoryEstimate:
-  """``peak_memory(*plan_schedule(...))`` (same arguments), counted as the schedule is
+  """``liveness.peak_memory(*plan_schedule(...))`` (same arguments), counted as the schedule is
   made: no step is listed."""
   s = _model(graph, factors, layouts, strategies, describer, devices, keep_steps=False)
   return s.live.estimate(s.devices, dict(zip(s.devices, s.persistent)))
