@@ -90,11 +90,11 @@ class Liveness:
   :meth:`add` takes a node's device (an index), op type, the tensors it reads
   (ids from earlier :meth:`add` calls; None for a tensor outside the schedule,
   not counted) and its outputs' bytes, and returns the id of its first output
-  (output ``o`` is that id + o; -1 for a node without outputs, which has none).  Each buffer has a device, a size, the step it is born at
-  and the last step that reads it: a node's own outputs are born at its step on
-  its device; a tensor read on another device is a received buffer there, born
-  at its producer's step; an aliasing node's outputs are its first input's
-  buffer on its device.
+  (output ``o`` is that id + o; -1 for a node without outputs, which has none).
+  Each buffer has a device, a size, the step it is born at and the last step that
+  reads it: a node's own outputs are born at its step on its device; a tensor read
+  on another device is a received buffer there, born at its producer's step; an
+  aliasing node's outputs are its first input's buffer on its device.
   """
 
   def __init__(self):

@@ -182,16 +182,15 @@ class _Template:
   constant, ``(op_type, device, refs, output_bytes)`` for a node; a ref ``r >= 0`` is
   output ``r >> OUTPUT_SHIFT`` of instruction ``r & NODE_MASK`` (a constant's, or a
   node's), ``r < 0`` the read tensor ``-1 - r``.  ``outputs``: a ref (or None) per
-  output.  ``program``, ``slots``, ``consts``: its nodes as one ``liveness.Program``
-  (:meth:`_compile`), made at its first replay where no step is listed;
-  ``const_names``: its constants' names (a template belongs to one schedule, whose
-  pool only grows)."""
+  output.  ``program``, ``program_outputs``: its nodes as one ``liveness.Program`` and
+  its outputs as refs of that program (:meth:`_compile`), made at its first replay
+  where no step is listed; ``const_names``: its constants' names (a template belongs
+  to one schedule, whose pool only grows), None where one is not pooled."""
 
   instructions: tuple
   outputs: tuple
   program: Optional[Program] = None
-  slots: tuple = ()
-  consts: Optional[tuple] = None
+  program_outputs: tuple = ()
   const_names: Optional[list] = None
 
   @classmethod
@@ -244,28 +243,30 @@ class _Template:
     where it would make a constant (a new one, or one not pooled): replayed node by
     node.  The outside tensors are the reads, then the constants."""
     if self.program is None:
-      self.program, self.slots, self.consts = self._compile(len(reads))
+      self.program, self.program_outputs, consts = self._compile(len(reads))
       # Recording pooled each constant the conversion asks for: their names stay.
-      self.const_names = None if self.consts is None else [s.pooled(k) for k in self.consts]
+      self.const_names = None if consts is None else [s.pooled(k) for k in consts]
     if self.const_names is None:
       return None
     ext = [*reads, *self.const_names]
     first = s.live.run(self.program, ext)
-    firsts, slots = self.program.first_rel, self.slots
-    out = []
-    for r in self.outputs:
-      if r is None or r < 0:
-        out.append(None if r is None else ext[-1 - r])
-        continue
-      slot = slots[r & NODE_MASK]
-      out.append(ext[-1 - slot] if slot < 0 else first + firsts[slot] + (r >> OUTPUT_SHIFT))
-    return out
+    firsts = self.program.first_rel
+    return [None if r is None else ext[-1 - r] if r < 0 else
+            first + firsts[r & NODE_MASK] + (r >> OUTPUT_SHIFT) for r in self.program_outputs]
 
   def _compile(self, n_reads: int) -> tuple[Program, tuple, Optional[tuple]]:
-    """``(program, slots, consts)``: :attr:`program`; per instruction its node index or,
-    for a constant, its ref ``-1 - slot`` among the outside tensors (constants follow
-    the reads); the constants' pool keys (None when one is not pooled)."""
-    nodes, slots, consts = [], [], []
+    """``(program, its outputs, consts)``: :attr:`program`, whose outside tensors are the
+    reads and then the constants; :attr:`outputs` as its refs; the constants' pool keys
+    (None when one is not pooled)."""
+    nodes, slots, consts = [], [], []  # slots: per instruction, its node or outside ref
+
+    def ref(r: int) -> int:
+      """An instruction ref as a ref of the program (a constant's: its outside slot)."""
+      if r < 0:
+        return r
+      slot = slots[r & NODE_MASK]
+      return slot if slot < 0 else r - (r & NODE_MASK) + slot
+
     for op_type, *rest in self.instructions:
       if op_type is None:
         key, _, pooled = rest
@@ -274,14 +275,11 @@ class _Template:
       else:
         device, refs, output_bytes = rest
         slots.append(len(nodes))
-        # A constant's ref becomes its outside slot; a node's keeps its output bits.
-        nodes.append((device, op_type, tuple(
-            r if r < 0 else slots[r] if slots[r & NODE_MASK] < 0 else
-            r - (r & NODE_MASK) + slots[r & NODE_MASK] for r in refs), output_bytes))
+        nodes.append((device, op_type, tuple(ref(r) for r in refs), output_bytes))
+    outputs = tuple(None if r is None else ref(r) for r in self.outputs)
+    kept = [r for r in outputs if r is not None and r >= 0]  # the nodes' outputs
     keys = None if None in consts else tuple(consts)
-    kept = [r - (r & NODE_MASK) + slots[r & NODE_MASK]  # the outputs that are nodes'
-            for r in self.outputs if r is not None and r >= 0 and slots[r & NODE_MASK] >= 0]
-    return Liveness.compile(nodes, n_reads + len(consts), kept), tuple(slots), keys
+    return Liveness.compile(nodes, n_reads + len(consts), kept), outputs, keys
 
 
 class _Model:
@@ -485,8 +483,9 @@ class _Model:
 
   def tiles(self, op):
     """``(key, tiles, needs, made)`` of the op: per data input the boxes the devices read
-    and their :meth:`intern` id (None for a constant shape input), per output the boxes
-    made and the partial keys, with their id; once per tiles key."""
+    and their :meth:`intern` id (None for a constant shape input), per output the
+    partial keys and the :meth:`intern` id of (the boxes made, the keys); once per tiles
+    key."""
     key = (context_key(op.context), tuple(self.strategies[op.name]))
     got = self._tiles.get(key)
     if got is None:
