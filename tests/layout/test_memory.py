@@ -199,7 +199,7 @@ class ReplayTest(parameterized.TestCase):
     runs = []
     with _counted(liveness.Liveness, "run", runs):
       at_once = memory._model(*args, keep_steps=False).live
-    self.assertGreater(len(runs), 10)
+    self.assertGreater(len(runs), 5)  # (a conversion that makes no node is not a run)
     with mock.patch.object(memory._Template, "_run", lambda *a: None):
       by_node = memory._model(*args, keep_steps=False).live  # every node added in turn
     # The same tensors and steps, and the same buffers (device, size, born, last).

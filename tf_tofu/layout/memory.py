@@ -223,6 +223,8 @@ class _Template:
     return cls(tuple(instructions), tuple(None if x is None else refs[x] for x in out))
 
   def replay(self, s: _Schedule, reads: Sequence[Optional[int]]) -> list[Optional[int]]:
+    if not self.instructions:  # no node, no constant: every output is one of the reads
+      return [None if r is None else reads[-1 - r] for r in self.outputs]
     if s.steps is None:
       got = self._run(s, reads)
       if got is not None:
@@ -292,20 +294,22 @@ class _Model:
     self.strategies, self.describer = strategies, describer
     self.k = tiling.num_devices(self.factors)
     self.s = _Schedule(devices, keep_steps)
+    self._ids: dict[tuple, int] = {}       # interned box tuples (intern)
     held_cache: dict = {}
     self.held: dict[str, tuple[Region, ...]] = {}
+    self._held_ids: dict[str, int] = {}    # tensor -> intern of its boxes (held_id)
     for t, st in graph.tensors.items():
       if t in layouts:
         key = (st.shape, tuple(layouts[t]))
-        if key not in held_cache:
-          held_cache[key] = tiling.held_regions(st.shape, key[1], self.factors)
-        self.held[t] = held_cache[key]
+        got = held_cache.get(key)
+        if got is None:
+          boxes = tiling.held_regions(st.shape, key[1], self.factors)
+          got = held_cache[key] = (boxes, self.intern(boxes))
+        self.held[t], self._held_ids[t] = got
     self.shards: dict[str, list[_Shard]] = {}
     self.sources = {t: op for op in graph.ops if op.kind == "source" for t in op.outputs}
     self.needs: dict[str, dict[int, list[Optional[int]]]] = {}
     self._tiles: dict = {}
-    self._ids: dict[tuple, int] = {}       # interned box tuples (intern)
-    self._held_ids: dict[str, int] = {}    # tensor -> intern of its boxes (held_id)
     self._pieces: dict = {}
     self._scalar_ops: dict[tuple, object] = {}
     self._controls: dict[str, tuple[str, ...]] = {}
@@ -511,11 +515,10 @@ class _Model:
   def held_id(self, t: str) -> int:
     """:meth:`intern` of :meth:`boxes` of ``t``, the boxes its shards hold (every way of
     making them, :meth:`feed`, :meth:`const`, :meth:`read`, :meth:`produce`, holds
-    those; a scalar op's shards shared by another scalar hold equal ones)."""
+    those; a scalar op's shards shared by another scalar hold equal ones); interned once
+    per distinct (shape, layout), when the model is made."""
     got = self._held_ids.get(t)
-    if got is None:
-      got = self._held_ids[t] = self.intern(self.boxes(t))
-    return got
+    return got if got is not None else self.intern(self.boxes(t))  # (boxes: no layout)
 
   def scalar_replicated(self, op, tiles) -> bool:
     """Stateless, scalar outputs, computed whole everywhere: the rewrite shares such an op's
