@@ -22,12 +22,22 @@ OTHERS = {
 }
 
 
+# keras.applications models at PaSE's configuration (batch 128, Keras Adam; pase_step):
+# they have no tiny size.
+APPLICATIONS = ("resnet101", "inceptionv3")
+
+
 def build_graph(key: str, sizes: str):
-  """``(step, traced graph, trace seconds)`` of a paper key ("wresnet152") or one of
-  ``OTHERS``, at its own size or (``sizes="tiny"``) its family's tiny size, same style."""
+  """``(step, traced graph, trace seconds)`` of a paper key ("wresnet152"), one of
+  ``OTHERS`` or of ``APPLICATIONS``, at its own size or (``sizes="tiny"``) its family's
+  tiny size, same style."""
   import tf_tofu
   from tf_tofu import models
-  if key in OTHERS:
+  if key in APPLICATIONS:
+    if sizes == "tiny":
+      raise ValueError(f"{key!r} (keras.applications) has no tiny size; use --sizes=paper")
+    step = pase_step(key)
+  elif key in OTHERS:
     family, style, size = OTHERS[key]
     step = (models.tiny(family, materialize=False, **style) if sizes == "tiny" else
             models.build(family, materialize=False, **style, **size))
