@@ -69,6 +69,14 @@ class PeakTest(absltest.TestCase):
     s = est.summary(100)
     self.assertEqual((s["worst"], s["ideal"], s["single_device"]), (60, 50, 100))
 
+  def test_sorting_keeps_each_key_with_its_index(self):
+    keys = np.random.default_rng(0).integers(0, 1000, 5000)
+    for bound in (1000, 2**60):  # the index packed into the key's low bits, and argsort
+      got, order = liveness._sorted_with_order(keys, bound)
+      np.testing.assert_array_equal(got, np.sort(keys))
+      np.testing.assert_array_equal(keys[order], got)
+      self.assertEqual(sorted(order.tolist()), list(range(len(keys))))
+
   def test_tofu_graph_peak_counts_variables_once(self):
     from tf_tofu import graph as graph_lib
     v = tf.Variable(np.ones((8, 8), np.float32))

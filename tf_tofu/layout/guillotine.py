@@ -14,6 +14,7 @@ the memory model sizes one buffer per inner node (``layout.memory``).
 
 from __future__ import annotations
 
+import bisect
 from typing import Sequence, Union
 
 from tf_tofu.core.regions import Interval, Region
@@ -46,24 +47,39 @@ def _tree(target: Region, idx: list[int], boxes: Sequence[Region]) -> Tree:
     return idx[0]
   for dim in range(target.rank):
     lo, hi = target.intervals[dim].lo, target.intervals[dim].hi
-    cuts = sorted({boxes[i].intervals[dim].lo for i in idx} |
-                  {boxes[i].intervals[dim].hi for i in idx})
-    valid = [c for c in cuts if lo < c < hi and
-             not any(boxes[i].intervals[dim].lo < c < boxes[i].intervals[dim].hi for i in idx)]
-    if not valid:
+    spans = [(boxes[i].intervals[dim].lo, boxes[i].intervals[dim].hi) for i in idx]
+    edges = _edges(lo, hi, spans)
+    if len(edges) == 2:
       continue
-    edges = [lo] + valid + [hi]
+    members: list[list[int]] = [[] for _ in edges[1:]]
+    for i, (a, _) in zip(idx, spans):  # a part lies in the slab its start is in
+      members[bisect.bisect_right(edges, a) - 1].append(i)
     subs = []
-    for a, z in zip(edges, edges[1:]):
+    for a, z, sub in zip(edges, edges[1:], members):
       ivs = list(target.intervals)
       ivs[dim] = Interval(a, z)
       slab = Region(tuple(ivs))
-      members = [i for i in idx
-                 if a <= boxes[i].intervals[dim].lo and boxes[i].intervals[dim].hi <= z]
-      subs.append((slab, _tree(slab, members, boxes)))
+      subs.append((slab, _tree(slab, sub, boxes)))
     return (dim, tuple(subs))
   raise ValueError(f"the parts {[boxes[i] for i in idx]} of {target} admit no guillotine cut; "
                    "they cannot be assembled by concatenation")
+
+
+def _edges(lo: int, hi: int, spans: Sequence[tuple[int, int]]) -> list[int]:
+  """``[lo, c_1, ..., hi]``: every end ``c`` of a span with ``lo < c < hi`` that no span
+  ``[a, z)`` straddles (``a < c < z``), in order.  One sweep of the spans by start: ``c``
+  is free when the furthest end of the spans starting before it is at most ``c``."""
+  cuts = sorted({x for span in spans for x in span if lo < x < hi})
+  starts = sorted(spans)
+  edges, reach, j = [lo], lo, 0
+  for c in cuts:
+    while j < len(starts) and starts[j][0] < c:
+      reach = max(reach, starts[j][1])
+      j += 1
+    if reach <= c:
+      edges.append(c)
+  edges.append(hi)
+  return edges
 
 
 __all__ = ["Tree", "check_partition", "tree"]

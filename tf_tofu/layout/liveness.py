@@ -339,8 +339,7 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   span = max(max(last), max(born)) + 2
   keys = np.concatenate([rows * span + np.asarray(born, np.int64)[keep],
                          rows * span + np.asarray(last, np.int64)[keep] + 1])
-  order = np.argsort(keys)
-  keys = keys[order]
+  keys, order = _sorted_with_order(keys, n_devices * span)
   total = np.cumsum(np.concatenate([size_a, -size_a])[order])
   ends = np.flatnonzero(np.r_[keys[1:] != keys[:-1], True])  # last event of each step
   row = keys[ends] // span
@@ -352,6 +351,18 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   for r, b in zip(row[starts], best):
     out[int(r)] = int(b)
   return out
+
+
+def _sorted_with_order(keys: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+  """``(keys sorted, the order that sorts them)`` for non-negative int64 keys below
+  ``bound``; ties in any order.  Where ``bound`` leaves room, each key carries its index
+  in its low bits and one plain sort does it (a few times faster than ``np.argsort``)."""
+  shift = max(1, (len(keys) - 1).bit_length())
+  if bound.bit_length() + shift > 62:
+    order = np.argsort(keys)
+    return keys[order], order
+  packed = np.sort((keys << shift) | np.arange(len(keys), dtype=np.int64))
+  return packed >> shift, packed & ((1 << shift) - 1)
 
 
 def tofu_graph_peak(graph) -> int:
