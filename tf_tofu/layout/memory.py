@@ -54,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -79,10 +79,9 @@ UNSIZED_OUTPUTS = {"FusedBatchNormV3": (5,), "FusedBatchNormGradV3": (3, 4)}
 # ------------------------------------------------------------------ the plan's schedule
 
 
-@dataclasses.dataclass(frozen=True)
-class _Shard:
+class _Shard(NamedTuple):
   """Schedule tensor ``tensor`` (a ``Liveness`` id) holds ``box`` of a graph tensor, on
-  device ``device``."""
+  device ``device``.  (A named tuple: k of them are made per op output.)"""
 
   box: Region
   tensor: int
@@ -441,17 +440,17 @@ class _Model:
     """An op's outputs (maybe partial sums) into ``t``'s stored layout
     (``Converter.produce``; ``made_id``: :meth:`intern` of the produced boxes and
     ``keys``)."""
-    boxes = tuple(None if s is None else s.box for s in produced)
     stored = self.boxes(t)
     key = ("out", self.g.tensors[t].dtype, made_id, self.held_id(t))
     got = self.s.converted(key, [None if s is None else s.tensor for s in produced],
-                           lambda: self._produce(t, produced, boxes, keys, stored))
+                           lambda: self._produce(t, produced, keys, stored))
     return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
 
-  def _produce(self, t: str, produced: Sequence[Optional[_Shard]], boxes: tuple,
-               keys: Sequence, stored: Sequence[Region]) -> list[Optional[int]]:
+  def _produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
+               stored: Sequence[Region]) -> list[Optional[int]]:
     if not any(k for k in keys if k):
       return self.gather(t, produced, stored)
+    boxes = tuple(None if s is None else s.box for s in produced)
     key = ("reduce", boxes, tuple(keys), tuple(stored))
     if key not in self._pieces:
       red, inter = transfers.reduce_partials(list(boxes), list(keys), list(stored), self.factors)
