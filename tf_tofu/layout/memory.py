@@ -224,7 +224,8 @@ class _Template:
   def replay(self, s: _Schedule, reads: Sequence[Optional[int]]) -> list[Optional[int]]:
     if not self.instructions:  # no node, no constant: every output is one of the reads
       return [None if r is None else reads[-1 - r] for r in self.outputs]
-    if s.steps is None:
+    # One instruction: adding it costs less than a run's bookkeeping (the same counts).
+    if s.steps is None and len(self.instructions) > 1:
       got = self._run(s, reads)
       if got is not None:
         return got
