@@ -93,6 +93,12 @@ def _numpy_dtype(dtype: str):
   return tf.as_dtype(dtype).as_numpy_dtype
 
 
+def _const_key(value, dtype: str) -> tuple[tuple, int]:
+  """``((dtype, shape, bytes), nbytes)`` of a constant: what pools it, but the device."""
+  arr = np.asarray(value, dtype=_numpy_dtype(dtype))  # no copy when the dtype is right
+  return (dtype, arr.shape, arr.tobytes()), arr.nbytes
+
+
 class _Schedule:
   """The nodes of a plan's rewrite, counted by ``liveness.Liveness`` as they are made,
   with the persistent bytes.  A node's outputs are named by the ints ``Liveness.add``
@@ -131,8 +137,8 @@ class _Schedule:
 
   def const(self, device: int, value, dtype: str, pooled: bool = True) -> int:
     """A constant on ``device`` (persistent; pooled ones once per device and value)."""
-    arr = np.asarray(value, dtype=_numpy_dtype(dtype))  # no copy when the dtype is right
-    return self.keyed_const((device, dtype, arr.shape, arr.tobytes()), arr.nbytes, pooled)
+    key, nbytes = _const_key(value, dtype)
+    return self.keyed_const((device, *key), nbytes, pooled)
 
   def pooled(self, key: tuple) -> Optional[int]:
     """The pooled constant of ``key`` (:meth:`keyed_const`), if made already."""
@@ -343,8 +349,15 @@ class _Model:
     if value is None:
       raise ValueError(f"op {op.name!r} (Const) has no value attribute")
     value = np.asarray(value).reshape(self.g.tensors[t].shape)
-    self.shards[t] = [_Shard(box, self.s.const(d, value[box.slices()], self.g.tensors[t].dtype), d)
-                      for d, box in enumerate(self.boxes(t))]
+    dtype = self.g.tensors[t].dtype
+    keys: dict[Region, tuple] = {}  # a box's constant (every device holding it: one key)
+    shards = []
+    for d, box in enumerate(self.boxes(t)):
+      got = keys.get(box)
+      if got is None:
+        got = keys[box] = _const_key(value[box.slices()], dtype)
+      shards.append(_Shard(box, self.s.keyed_const((d, *got[0]), got[1], True), d))
+    self.shards[t] = shards
 
   def shards_of(self, t: str) -> list[_Shard]:
     if t not in self.shards:
