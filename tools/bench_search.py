@@ -23,13 +23,19 @@ one ``tf_tofu.plan`` after tracing does: a new view and Describer (describing th
 deriving their strategies are counted), no cache from an earlier k or planner; the
 memory estimate reuses its plan's Describer, as ``tf_tofu.plan`` does.  Each timed plan
 starts after ``gc.collect()``, so that the garbage of the call before is not billed to it.
+Each model is benchmarked in a process of its own, as a user plans one model: in one
+process, the models planned later ran slower (InceptionV3's default plan at k = 8 took
+5.7-5.9 s there, after five other models, and 4.1-4.2 s in a process of its own).
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app, flags
@@ -49,6 +55,8 @@ flags.DEFINE_list("planners", ["tofu", "datapar", "allrow", "spartan", "equalcho
                   "Planners for the bytes table (at k = --bytes_k).")
 flags.DEFINE_integer("bytes_k", 8, "Device count of the bytes table.")
 flags.DEFINE_bool("write", True, "Write docs/benchmarks.md.")
+flags.DEFINE_string("rows_to", None, "Benchmark the one model of --models in this process and "
+                    "write its rows to this file (how the tool runs each model).")
 
 def human_bytes(b: float) -> str:
   from tf_tofu.core.plan import human_bytes as h
@@ -68,56 +76,78 @@ def proof(plan) -> str:
           f"(DP width {width})")
 
 
-def main(argv):
-  del argv
+def model_rows(key: str) -> tuple[list, list]:
+  """``(time rows, byte rows)`` of one model: planned at every k, then by every planner."""
   from tf_tofu import api
   from tf_tofu.graph import view
   from tf_tofu.layout import memory as memory_model
   from tf_tofu.opdefs.registry import Describer
   time_rows, byte_rows = [], []
-  for key in FLAGS.models:
-    step, graph, ingest_s = build_graph(key, FLAGS.sizes)
-    n_ops = len(graph.ops)
-    print(f"{key}: {step.name}: {n_ops} ops, ingested in {ingest_s:.1f} s", flush=True)
+  step, graph, ingest_s = build_graph(key, FLAGS.sizes)
+  n_ops = len(graph.ops)
+  print(f"{key}: {step.name}: {n_ops} ops, ingested in {ingest_s:.1f} s", flush=True)
 
-    def fresh():  # a new view and Describer: every timed call starts cold, as one
-      describer = Describer()  # tf_tofu.plan after tracing does
-      return view.from_tofu_graph(graph, describer), describer
+  def fresh():  # a new view and Describer: every timed call starts cold, as one
+    describer = Describer()  # tf_tofu.plan after tracing does
+    return view.from_tofu_graph(graph, describer), describer
 
-    for k in [int(x) for x in FLAGS.ks]:
-      gc.collect()  # the garbage of the call before is not billed to this one
-      start = time.perf_counter()
-      sgraph, describer = fresh()
-      plan = api.plan_view(sgraph, k, describer=describer, memory=False)
-      secs = time.perf_counter() - start
-      start = time.perf_counter()
-      mem = memory_model.plan_memory(sgraph, plan, describer)
-      mem_secs = time.perf_counter() - start
-      print(f"  k={k:<3} tofu: {secs:6.2f} s  {human_bytes(plan.total_bytes)}  "
-            f"proven optimal per level: {proof(plan)}; memory {mem_secs:.2f} s, worst "
-            f"{human_bytes(mem['worst'])} = {mem['ratio']:.3f}x the ideal", flush=True)
-      time_rows.append((key, n_ops, k, secs, plan.total_bytes, proof(plan), mem_secs, mem))
-    results = {}
-    for planner in FLAGS.planners:
-      gc.collect()  # the garbage of the call before is not billed to this one
-      start = time.perf_counter()
-      sgraph, describer = fresh()
-      plan = api.plan_view(sgraph, FLAGS.bytes_k, planner, describer=describer, memory=False)
-      results[planner] = plan.total_bytes
-      print(f"  k={FLAGS.bytes_k} {planner:<10} {human_bytes(plan.total_bytes):>12} "
-            f"({time.perf_counter() - start:.1f} s)", flush=True)
+  for k in [int(x) for x in FLAGS.ks]:
+    gc.collect()  # the garbage of the call before is not billed to this one
+    start = time.perf_counter()
+    sgraph, describer = fresh()
+    plan = api.plan_view(sgraph, k, describer=describer, memory=False)
+    secs = time.perf_counter() - start
+    start = time.perf_counter()
+    mem = memory_model.plan_memory(sgraph, plan, describer)
+    mem_secs = time.perf_counter() - start
+    print(f"  k={k:<3} tofu: {secs:6.2f} s  {human_bytes(plan.total_bytes)}  "
+          f"proven optimal per level: {proof(plan)}; memory {mem_secs:.2f} s, worst "
+          f"{human_bytes(mem['worst'])} = {mem['ratio']:.3f}x the ideal", flush=True)
+    time_rows.append((key, n_ops, k, secs, plan.total_bytes, proof(plan), mem_secs,
+                      dict(worst=mem["worst"], ratio=mem["ratio"])))
+  results = {}
+  for planner in FLAGS.planners:
     gc.collect()
     start = time.perf_counter()
     sgraph, describer = fresh()
-    plan = api.plan_view(sgraph, FLAGS.bytes_k, describer=describer, memory=False,
-                         never_worse=True)
-    found_by = plan.found_by or "tofu"
-    if plan.total_bytes < results.get(found_by, plan.total_bytes):  # the pass moved it
-      found_by += f" ({human_bytes(results[found_by])}), then the exact improvement pass"
-    never_worse = (time.perf_counter() - start, plan.total_bytes, found_by)
-    print(f"  k={FLAGS.bytes_k} tofu, never_worse=True {human_bytes(plan.total_bytes):>12} "
-          f"({never_worse[0]:.1f} s; found by {never_worse[2]})", flush=True)
-    byte_rows.append((key, results, never_worse))
+    plan = api.plan_view(sgraph, FLAGS.bytes_k, planner, describer=describer, memory=False)
+    results[planner] = plan.total_bytes
+    print(f"  k={FLAGS.bytes_k} {planner:<10} {human_bytes(plan.total_bytes):>12} "
+          f"({time.perf_counter() - start:.1f} s)", flush=True)
+  gc.collect()
+  start = time.perf_counter()
+  sgraph, describer = fresh()
+  plan = api.plan_view(sgraph, FLAGS.bytes_k, describer=describer, memory=False,
+                       never_worse=True)
+  found_by = plan.found_by or "tofu"
+  if plan.total_bytes < results.get(found_by, plan.total_bytes):  # the pass moved it
+    found_by += f" ({human_bytes(results[found_by])}), then the exact improvement pass"
+  never_worse = (time.perf_counter() - start, plan.total_bytes, found_by)
+  print(f"  k={FLAGS.bytes_k} tofu, never_worse=True {human_bytes(plan.total_bytes):>12} "
+        f"({never_worse[0]:.1f} s; found by {never_worse[2]})", flush=True)
+  byte_rows.append((key, results, never_worse))
+  return time_rows, byte_rows
+
+
+def main(argv):
+  del argv
+  if FLAGS.rows_to:
+    (key,) = FLAGS.models
+    with open(FLAGS.rows_to, "w") as f:
+      json.dump(model_rows(key), f)
+    return 0
+  time_rows, byte_rows = [], []
+  with tempfile.TemporaryDirectory() as tmp:
+    for key in FLAGS.models:  # each model in a process of its own (module docstring)
+      rows_file = os.path.join(tmp, key)
+      subprocess.run([sys.executable, os.path.abspath(__file__), f"--models={key}",
+                      f"--sizes={FLAGS.sizes}", f"--ks={','.join(FLAGS.ks)}",
+                      f"--planners={','.join(FLAGS.planners)}", f"--bytes_k={FLAGS.bytes_k}",
+                      "--nowrite", f"--rows_to={rows_file}"], check=True)
+      with open(rows_file) as f:
+        got_time, got_bytes = json.load(f)
+      time_rows += got_time
+      byte_rows += got_bytes
   if FLAGS.write:
     lines = ["| model | ops | k | search s | predicted bytes/step | proven optimal per level | "
              "memory estimate s | search + memory s | worst device | worst / ideal |",
