@@ -23,9 +23,12 @@ one ``tf_tofu.plan`` after tracing does: a new view and Describer (describing th
 deriving their strategies are counted), no cache from an earlier k or planner; the
 memory estimate reuses its plan's Describer, as ``tf_tofu.plan`` does.  Each timed plan
 starts after ``gc.collect()``, so that the garbage of the call before is not billed to it.
-Each model is benchmarked in a process of its own, as a user plans one model: in one
-process, the models planned later ran slower (InceptionV3's default plan at k = 8 took
-5.7-5.9 s there, after five other models, and 4.1-4.2 s in a process of its own).
+Each model is benchmarked in a process of its own, as a user plans one model, so that no
+model's figures depend on the ones planned before it.  (Planning k = 2..64 before k = 8
+in one process changed InceptionV3's and ResNet-101's k = 8 times by no more than the
+machine's drift: 4.1-4.8 s and 3.7-4.3 s.)  The machine's speed drifts by tens of per
+cent within an hour: compare two versions with ``tools/ab_speed.py``, not with two
+runs of this tool.
 """
 
 from __future__ import annotations
