@@ -228,9 +228,8 @@ class _Template:
     return cls(tuple(instructions), tuple(None if x is None else refs[x] for x in out))
 
   def replay(self, s: _Schedule, reads: Sequence[Optional[int]]) -> list[Optional[int]]:
-    if not self.instructions:  # no node, no constant: every output is one of the reads
-      return [None if r is None else reads[-1 - r] for r in self.outputs]
-    # One instruction: adding it costs less than a run's bookkeeping (the same counts).
+    # Fewer than two instructions (none: every output is a read) cost less replayed in
+    # turn than a run's bookkeeping (the same counts).
     if s.steps is None and len(self.instructions) > 1:
       got = self._run(s, reads)
       if got is not None:
@@ -530,8 +529,9 @@ class _Model:
     making them, :meth:`feed`, :meth:`const`, :meth:`read`, :meth:`produce`, holds
     those; a scalar op's shards shared by another scalar hold equal ones); interned once
     per distinct (shape, layout), when the model is made."""
-    got = self._held_ids.get(t)
-    return got if got is not None else self.intern(self.boxes(t))  # (boxes: no layout)
+    if t not in self._held_ids:
+      self.boxes(t)  # raises: the plan gives t no layout
+    return self._held_ids[t]
 
   def scalar_replicated(self, op, tiles) -> bool:
     """Stateless, scalar outputs, computed whole everywhere: the rewrite shares such an op's
