@@ -21,7 +21,6 @@ figures are for a change's note or commit message.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
@@ -69,27 +68,13 @@ def _write(path: str, content: str) -> None:
 def worker() -> int:
   """Traces, then times ``--rounds`` rounds when the token names this worker."""
   sys.path.insert(0, TOOLS)
-  from zoo_graphs import build_graph  # noqa: E402
-  from tf_tofu import api
-  from tf_tofu.core import collector
-  from tf_tofu.graph import view
-  from tf_tofu.layout import memory as memory_model
-  from tf_tofu.opdefs.registry import Describer
+  from zoo_graphs import build_graph, cold_plan_with_memory  # noqa: E402
   _, graph, _ = build_graph(FLAGS.model, FLAGS.sizes)
   _write(f"{FLAGS.token}.ready.{FLAGS.worker}", "")
   for r in range(FLAGS.rounds):
     _wait_for(FLAGS.token, FLAGS.worker)
     for k in (int(x) for x in FLAGS.ks):
-      gc.collect()
-      with collector.bulk():
-        start = time.perf_counter()
-        describer = Describer()
-        sgraph = view.from_tofu_graph(graph, describer)
-        plan = api.plan_view(sgraph, k, describer=describer, memory=False)
-        plan_s = time.perf_counter() - start
-        start = time.perf_counter()
-        mem = memory_model.plan_memory(sgraph, plan, describer)
-        mem_s = time.perf_counter() - start
+      plan, plan_s, mem, mem_s = cold_plan_with_memory(graph, k)
       print(json.dumps(dict(round=r, k=k, plan_s=plan_s, memory_s=mem_s,
                             bytes=plan.total_bytes, worst=mem["worst"])), flush=True)
     _write(FLAGS.token, FLAGS.other)

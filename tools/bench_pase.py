@@ -34,9 +34,7 @@ The models, at PaSE's batch sizes:
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 
 from absl import app, flags
 
@@ -103,15 +101,10 @@ def main(argv):
     with open(FLAGS.row_to, "w") as f:
       f.write(_row(name, ps))
     return 0
-  rows = []
-  with tempfile.TemporaryDirectory() as tmp:
-    for name in FLAGS.models:  # each model in a process of its own (module docstring)
-      row_file = os.path.join(tmp, name)
-      subprocess.run([sys.executable, os.path.abspath(__file__), f"--models={name}",
-                      f"--ps={','.join(FLAGS.ps)}", f"--repeats={FLAGS.repeats}", "--nowrite",
-                      f"--row_to={row_file}"], check=True)
-      with open(row_file) as f:
-        rows.append(f.read())
+  # Each model in a process of its own (module docstring).
+  rows = [benchdoc.run_in_own_process(__file__, [f"--models={name}", f"--ps={','.join(FLAGS.ps)}",
+                                                 f"--repeats={FLAGS.repeats}"], "row_to")
+          for name in FLAGS.models]
   if FLAGS.write:
     body = (f"Planning seconds (tofu, each p cold, the fastest of {FLAGS.repeats} runs, tracing "
             "excluded) vs PaSE's, with the ratio "

@@ -33,20 +33,16 @@ runs of this tool.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from zoo_graphs import build_graph  # noqa: E402
+from zoo_graphs import build_graph, cold_plan, cold_plan_with_memory  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["wresnet152", "lstm10", "gpt24", "keras_gpt12", "resnet101",
@@ -81,28 +77,12 @@ def proof(plan) -> str:
 
 def model_rows(key: str) -> tuple[list, list]:
   """``(time rows, byte rows)`` of one model: planned at every k, then by every planner."""
-  from tf_tofu import api
-  from tf_tofu.graph import view
-  from tf_tofu.layout import memory as memory_model
-  from tf_tofu.opdefs.registry import Describer
-  time_rows, byte_rows = [], []
+  time_rows = []
   step, graph, ingest_s = build_graph(key, FLAGS.sizes)
   n_ops = len(graph.ops)
   print(f"{key}: {step.name}: {n_ops} ops, ingested in {ingest_s:.1f} s", flush=True)
-
-  def fresh():  # a new view and Describer: every timed call starts cold, as one
-    describer = Describer()  # tf_tofu.plan after tracing does
-    return view.from_tofu_graph(graph, describer), describer
-
   for k in [int(x) for x in FLAGS.ks]:
-    gc.collect()  # the garbage of the call before is not billed to this one
-    start = time.perf_counter()
-    sgraph, describer = fresh()
-    plan = api.plan_view(sgraph, k, describer=describer, memory=False)
-    secs = time.perf_counter() - start
-    start = time.perf_counter()
-    mem = memory_model.plan_memory(sgraph, plan, describer)
-    mem_secs = time.perf_counter() - start
+    plan, secs, mem, mem_secs = cold_plan_with_memory(graph, k)
     print(f"  k={k:<3} tofu: {secs:6.2f} s  {human_bytes(plan.total_bytes)}  "
           f"proven optimal per level: {proof(plan)}; memory {mem_secs:.2f} s, worst "
           f"{human_bytes(mem['worst'])} = {mem['ratio']:.3f}x the ideal", flush=True)
@@ -110,26 +90,17 @@ def model_rows(key: str) -> tuple[list, list]:
                       dict(worst=mem["worst"], ratio=mem["ratio"])))
   results = {}
   for planner in FLAGS.planners:
-    gc.collect()
-    start = time.perf_counter()
-    sgraph, describer = fresh()
-    plan = api.plan_view(sgraph, FLAGS.bytes_k, planner, describer=describer, memory=False)
+    plan, secs = cold_plan(graph, FLAGS.bytes_k, planner=planner)
     results[planner] = plan.total_bytes
     print(f"  k={FLAGS.bytes_k} {planner:<10} {human_bytes(plan.total_bytes):>12} "
-          f"({time.perf_counter() - start:.1f} s)", flush=True)
-  gc.collect()
-  start = time.perf_counter()
-  sgraph, describer = fresh()
-  plan = api.plan_view(sgraph, FLAGS.bytes_k, describer=describer, memory=False,
-                       never_worse=True)
+          f"({secs:.1f} s)", flush=True)
+  plan, secs = cold_plan(graph, FLAGS.bytes_k, never_worse=True)
   found_by = plan.found_by or "tofu"
   if plan.total_bytes < results.get(found_by, plan.total_bytes):  # the pass moved it
     found_by += f" ({human_bytes(results[found_by])}), then the exact improvement pass"
-  never_worse = (time.perf_counter() - start, plan.total_bytes, found_by)
   print(f"  k={FLAGS.bytes_k} tofu, never_worse=True {human_bytes(plan.total_bytes):>12} "
-        f"({never_worse[0]:.1f} s; found by {never_worse[2]})", flush=True)
-  byte_rows.append((key, results, never_worse))
-  return time_rows, byte_rows
+        f"({secs:.1f} s; found by {found_by})", flush=True)
+  return time_rows, [(key, results, (secs, plan.total_bytes, found_by))]
 
 
 def main(argv):
@@ -140,17 +111,13 @@ def main(argv):
       json.dump(model_rows(key), f)
     return 0
   time_rows, byte_rows = [], []
-  with tempfile.TemporaryDirectory() as tmp:
-    for key in FLAGS.models:  # each model in a process of its own (module docstring)
-      rows_file = os.path.join(tmp, key)
-      subprocess.run([sys.executable, os.path.abspath(__file__), f"--models={key}",
-                      f"--sizes={FLAGS.sizes}", f"--ks={','.join(FLAGS.ks)}",
-                      f"--planners={','.join(FLAGS.planners)}", f"--bytes_k={FLAGS.bytes_k}",
-                      "--nowrite", f"--rows_to={rows_file}"], check=True)
-      with open(rows_file) as f:
-        got_time, got_bytes = json.load(f)
-      time_rows += got_time
-      byte_rows += got_bytes
+  for key in FLAGS.models:  # each model in a process of its own (module docstring)
+    got_time, got_bytes = json.loads(benchdoc.run_in_own_process(
+        __file__, [f"--models={key}", f"--sizes={FLAGS.sizes}", f"--ks={','.join(FLAGS.ks)}",
+                   f"--planners={','.join(FLAGS.planners)}", f"--bytes_k={FLAGS.bytes_k}"],
+        "rows_to"))
+    time_rows += got_time
+    byte_rows += got_bytes
   if FLAGS.write:
     lines = ["| model | ops | k | search s | predicted bytes/step | proven optimal per level | "
              "memory estimate s | search + memory s | worst device | worst / ideal |",

@@ -10,6 +10,10 @@ import datetime
 import os
 import platform
 import re
+import subprocess
+import sys
+import tempfile
+from typing import Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
@@ -53,3 +57,14 @@ def write_section(name: str, command: str, body: str) -> None:
   os.makedirs(os.path.dirname(DOC), exist_ok=True)
   with open(DOC, "w") as f:
     f.write(text)
+
+
+def run_in_own_process(script: str, args: Sequence[str], out_flag: str) -> str:
+  """Runs ``python script *args --nowrite --<out_flag>=FILE`` (one model of a benchmark,
+  in a process of its own, as a user plans one model) and returns what it wrote to FILE."""
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "out")
+    subprocess.run([sys.executable, os.path.abspath(script), *args, "--nowrite",
+                    f"--{out_flag}={out}"], check=True)
+    with open(out) as f:
+      return f.read()

@@ -105,6 +105,22 @@ def cold_plan(graph, devices, **options):
   ``tf_tofu.plan`` would (a new view and Describer, after ``gc.collect()`` so that
   earlier garbage is not billed to it; no memory estimate), timing the plan call
   alone (tracing excluded)."""
+  plan, seconds, _, _ = _cold_plan(graph, devices, **options)
+  return plan, seconds
+
+
+def cold_plan_with_memory(graph, devices, **options):
+  """``(plan, seconds, memory, memory seconds)``: :func:`cold_plan`, then the memory
+  estimate a default ``tf_tofu.plan`` adds (``layout.memory.plan_memory`` with the plan's
+  view and Describer), timed on its own."""
+  from tf_tofu.layout import memory as memory_model
+  plan, seconds, sgraph, describer = _cold_plan(graph, devices, **options)
+  start = time.perf_counter()
+  mem = memory_model.plan_memory(sgraph, plan, describer)
+  return plan, seconds, mem, time.perf_counter() - start
+
+
+def _cold_plan(graph, devices, **options):
   import gc
   from tf_tofu import api
   from tf_tofu.core import collector
@@ -116,4 +132,4 @@ def cold_plan(graph, devices, **options):
     describer = Describer()
     sgraph = view.from_tofu_graph(graph, describer)
     plan = api.plan_view(sgraph, devices, describer=describer, memory=False, **options)
-  return plan, time.perf_counter() - start
+  return plan, time.perf_counter() - start, sgraph, describer
