@@ -27,6 +27,7 @@ partition across k devices is the single-device peak over k.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 from typing import Mapping, Optional, Sequence
 
@@ -106,10 +107,12 @@ class Liveness:
     self._nbytes: list[int] = []          # tensor -> its bytes
     self.step_of: list[int] = []          # tensor -> the step that makes it
     self.first_output: list[int] = []     # step -> the id of its first output
-    self.device: list[int] = []  # buffer -> its device
-    self.size: list[int] = []    # buffer -> its bytes
-    self.born: list[int] = []    # buffer -> the step it is born at
-    self.last: list[int] = []    # buffer -> the last step reading it
+    # The buffers' columns are int64 arrays, which numpy reads without a copy
+    # (:meth:`estimate`; a schedule at k = 64 has millions of buffers).
+    self.device = array.array("q")  # buffer -> its device
+    self.size = array.array("q")    # buffer -> its bytes
+    self.born = array.array("q")    # buffer -> the step it is born at
+    self.last = array.array("q")    # buffer -> the last step reading it
 
   def _read(self, t: int, device: int) -> int:
     """The buffer of tensor ``t`` on ``device``: its own there, or the copy it receives
@@ -328,18 +331,19 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   x devices.
 
   The events sorted by (device, step): the running sum after the last event of each
-  (device, step) is a live total; the largest of those per device is its peak."""
+  (device, step) is a live total; the largest of those per device is its peak.  The
+  sort is stable (timsort): a schedule makes each device's buffers in step order, so
+  the keys come in long ascending runs, which it merges in far fewer comparisons than
+  a sort of random keys needs."""
   out = [0] * n_devices
-  size_a = np.asarray(size, np.int64)
-  keep = size_a != 0
-  if not keep.any():
+  size_a = _int64(size)
+  if not size_a.any():
     return out
-  rows = np.asarray(device, np.int64)[keep]
-  size_a = size_a[keep]
-  span = max(max(last), max(born)) + 2
-  keys = np.concatenate([rows * span + np.asarray(born, np.int64)[keep],
-                         rows * span + np.asarray(last, np.int64)[keep] + 1])
-  keys, order = _sorted_with_order(keys, n_devices * span)
+  rows, born_a, last_a = _int64(device), _int64(born), _int64(last)
+  span = int(max(last_a.max(), born_a.max())) + 2
+  keys = np.concatenate([rows * span + born_a, rows * span + last_a + 1])
+  order = np.argsort(keys, kind="stable")
+  keys = keys[order]
   total = np.cumsum(np.concatenate([size_a, -size_a])[order])
   ends = np.flatnonzero(np.r_[keys[1:] != keys[:-1], True])  # last event of each step
   row = keys[ends] // span
@@ -353,16 +357,12 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   return out
 
 
-def _sorted_with_order(keys: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-  """``(keys sorted, the order that sorts them)`` for non-negative int64 keys below
-  ``bound``; ties in any order.  Where ``bound`` leaves room, each key carries its index
-  in its low bits and one plain sort does it (a few times faster than ``np.argsort``)."""
-  shift = max(1, (len(keys) - 1).bit_length())
-  if bound.bit_length() + shift > 62:
-    order = np.argsort(keys)
-    return keys[order], order
-  packed = np.sort((keys << shift) | np.arange(len(keys), dtype=np.int64))
-  return packed >> shift, packed & ((1 << shift) - 1)
+def _int64(column: Sequence[int]) -> np.ndarray:
+  """``column`` as an int64 array: an ``array.array("q")`` (:class:`Liveness`'s
+  columns) without a copy."""
+  if isinstance(column, array.array) and column.typecode == "q":
+    return np.frombuffer(column, dtype=np.int64)
+  return np.asarray(column, dtype=np.int64)
 
 
 def tofu_graph_peak(graph) -> int:
