@@ -1,7 +1,5 @@
 """Tests for tf_tofu.layout.liveness: peaks of hand-made schedules with known answers."""
 
-import array
-
 import numpy as np
 import tensorflow as tf
 from absl.testing import absltest
@@ -74,8 +72,7 @@ class PeakTest(absltest.TestCase):
   def test_peak_running_sums_equal_a_count_at_every_step(self):
     # Random buffers (some of zero bytes, one device without any), listed in step order
     # as a schedule makes them and shuffled: each device's peak is the largest live total
-    # over the steps, counted directly; the columns given as lists and as the int64
-    # arrays Liveness keeps.
+    # over the steps, counted directly.
     rng = np.random.default_rng(0)
     n_devices, steps, n = 5, 60, 400
     device = rng.integers(0, n_devices - 1, n)
@@ -89,8 +86,6 @@ class PeakTest(absltest.TestCase):
       columns = [c[order] for c in (device, size, born, last)]
       self.assertEqual(liveness._peak_running_sums(n_devices, *(c.tolist() for c in columns)),
                        expected)
-      self.assertEqual(liveness._peak_running_sums(
-          n_devices, *(array.array("q", c.tolist()) for c in columns)), expected)
 
   def test_tofu_graph_peak_counts_variables_once(self):
     from tf_tofu import graph as graph_lib

@@ -27,7 +27,6 @@ partition across k devices is the single-device peak over k.
 
 from __future__ import annotations
 
-import array
 import dataclasses
 from typing import Mapping, Optional, Sequence
 
@@ -107,12 +106,10 @@ class Liveness:
     self._nbytes: list[int] = []          # tensor -> its bytes
     self.step_of: list[int] = []          # tensor -> the step that makes it
     self.first_output: list[int] = []     # step -> the id of its first output
-    # The buffers' columns are int64 arrays, which numpy reads without a copy
-    # (:meth:`estimate`; a schedule at k = 64 has millions of buffers).
-    self.device = array.array("q")  # buffer -> its device
-    self.size = array.array("q")    # buffer -> its bytes
-    self.born = array.array("q")    # buffer -> the step it is born at
-    self.last = array.array("q")    # buffer -> the last step reading it
+    self.device: list[int] = []  # buffer -> its device
+    self.size: list[int] = []    # buffer -> its bytes
+    self.born: list[int] = []    # buffer -> the step it is born at
+    self.last: list[int] = []    # buffer -> the last step reading it
 
   def _read(self, t: int, device: int) -> int:
     """The buffer of tensor ``t`` on ``device``: its own there, or the copy it receives
@@ -336,10 +333,10 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   the keys come in long ascending runs, which it merges in far fewer comparisons than
   a sort of random keys needs."""
   out = [0] * n_devices
-  size_a = _int64(size)
+  size_a = np.asarray(size, np.int64)
   if not size_a.any():
     return out
-  rows, born_a, last_a = _int64(device), _int64(born), _int64(last)
+  rows, born_a, last_a = (np.asarray(x, np.int64) for x in (device, born, last))
   span = int(max(last_a.max(), born_a.max())) + 2
   keys = np.concatenate([rows * span + born_a, rows * span + last_a + 1])
   order = np.argsort(keys, kind="stable")
@@ -355,14 +352,6 @@ def _peak_running_sums(n_devices: int, device: Sequence[int], size: Sequence[int
   for r, b in zip(row[starts], best):
     out[int(r)] = int(b)
   return out
-
-
-def _int64(column: Sequence[int]) -> np.ndarray:
-  """``column`` as an int64 array: an ``array.array("q")`` (:class:`Liveness`'s
-  columns) without a copy."""
-  if isinstance(column, array.array) and column.typecode == "q":
-    return np.frombuffer(column, dtype=np.int64)
-  return np.asarray(column, dtype=np.int64)
 
 
 def tofu_graph_peak(graph) -> int:
