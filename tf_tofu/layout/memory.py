@@ -54,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -116,6 +116,7 @@ class _Schedule:
     self.steps: Optional[list[Step]] = [] if keep_steps else None
     self.persistent = [0] * len(self.devices)
     self._pool: dict[tuple, int] = {}
+    self._index_keys: dict = {}               # index_const's values -> (pool key, bytes)
     self._log: Optional[list] = None           # the conversion being recorded
     self._templates: dict[tuple, Optional[_Template]] = {}
 
@@ -158,9 +159,17 @@ class _Schedule:
       self._log.append((name, None, key, nbytes, pooled))
     return name
 
-  def index_const(self, device: int, values: Sequence[int]) -> int:
-    dt = "int64" if any(abs(int(v)) >= 2**31 for v in values) else "int32"
-    return self.const(device, np.asarray(list(values), dtype=dt), dt)
+  def index_const(self, device: int, values: Union[int, Sequence[int]]) -> int:
+    """A pooled integer constant on ``device``: a scalar (``values`` an int: a concat's
+    axis) or a vector (a slice's begin or size); int32, or int64 where a value needs it.
+    Its pool key is made once per distinct ``values`` (the slices and concats of every
+    conversion ask for the same few)."""
+    key = values if isinstance(values, int) else tuple(values)
+    got = self._index_keys.get(key)
+    if got is None:
+      dt = "int64" if any(abs(int(v)) >= 2**31 for v in np.ravel(key)) else "int32"
+      got = self._index_keys[key] = _const_key(np.asarray(key, dtype=dt), dt)
+    return self.keyed_const((device, *got[0]), got[1], True)
 
   def converted(self, key: tuple, reads: Sequence[Optional[int]], emit
                 ) -> list[Optional[int]]:
@@ -406,7 +415,7 @@ class _Model:
         return parts[node].tensor
       dim, subs = node
       xs = [emit(sub, slab) for slab, sub in subs]
-      axis = self.s.const(d, np.int32(dim), "int32")
+      axis = self.s.index_const(d, dim)
       return self.s.add("ConcatV2", d, (*xs, axis), (self.nbytes(t, box),))
 
     return emit(tree, target)
