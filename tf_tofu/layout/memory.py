@@ -81,7 +81,8 @@ UNSIZED_OUTPUTS = {"FusedBatchNormV3": (5,), "FusedBatchNormGradV3": (3, 4)}
 
 class _Shard(NamedTuple):
   """Schedule tensor ``tensor`` (a ``Liveness`` id) holds ``box`` of a graph tensor, on
-  device ``device``.  (A named tuple: k of them are made per op output.)"""
+  device ``device``.  (A named tuple: made k at a time where a conversion is first
+  emitted.)"""
 
   box: Region
   tensor: int
@@ -320,7 +321,10 @@ class _Model:
           boxes = tiling.held_regions(st.shape, key[1], self.factors)
           got = held_cache[key] = (boxes, self.intern(boxes))
         self.held[t], self._held_ids[t] = got
-    self.shards: dict[str, list[_Shard]] = {}
+    # Per tensor and device, the schedule tensor (a Liveness id) holding boxes(t)[d]: every
+    # way of making a tensor's shards holds those boxes (held_id), so a _Shard is made
+    # only where a conversion is first emitted (shards).
+    self.stored: dict[str, list[int]] = {}
     self.sources = {t: op for op in graph.ops if op.kind == "source" for t in op.outputs}
     self.needs: dict[str, dict[int, list[Optional[int]]]] = {}
     self._tiles: dict = {}
@@ -343,7 +347,7 @@ class _Model:
 
   def feed(self, op) -> None:
     t = op.outputs[0]
-    self.shards[t] = [_Shard(box, self.s.add("Placeholder", d, (), (self.nbytes(t, box),)), d)
+    self.stored[t] = [self.s.add("Placeholder", d, (), (self.nbytes(t, box),))
                       for d, box in enumerate(self.boxes(t))]
 
   def variable(self, op) -> None:
@@ -359,24 +363,30 @@ class _Model:
     value = np.asarray(value).reshape(self.g.tensors[t].shape)
     dtype = self.g.tensors[t].dtype
     keys: dict[Region, tuple] = {}  # a box's constant (every device holding it: one key)
-    shards = []
+    names = []
     for d, box in enumerate(self.boxes(t)):
       got = keys.get(box)
       if got is None:
         got = keys[box] = _const_key(value[box.slices()], dtype)
-      shards.append(_Shard(box, self.s.keyed_const((d, *got[0]), got[1], True), d))
-    self.shards[t] = shards
+      names.append(self.s.keyed_const((d, *got[0]), got[1], True))
+    self.stored[t] = names
 
-  def shards_of(self, t: str) -> list[_Shard]:
-    if t not in self.shards:
+  def stored_of(self, t: str) -> list[int]:
+    """Per device, the schedule tensor holding its box of ``t`` (:attr:`stored`)."""
+    if t not in self.stored:
       if t in self.g.variables:  # the value shards of a variable read through its handle
-        self.shards[t] = [_Shard(box, self.s.add("ReadVariableOp", d, (), (self.nbytes(t, box),)), d)
+        self.stored[t] = [self.s.add("ReadVariableOp", d, (), (self.nbytes(t, box),))
                           for d, box in enumerate(self.boxes(t))]
       elif t in self.sources:
         self.const(self.sources[t])
       else:
         raise ValueError(f"tensor {t!r} is read before any op produces it")
-    return self.shards[t]
+    return self.stored[t]
+
+  def shards(self, t: str, names: Sequence[int]) -> list[_Shard]:
+    """The shards of ``t`` held by ``names`` (:attr:`stored`), for a conversion's first
+    emission."""
+    return [_Shard(box, n, d) for d, (box, n) in enumerate(zip(self.boxes(t), names))]
 
   # ---------------------------------------------------------------- conversions
 
@@ -457,16 +467,16 @@ class _Model:
         out[d] = self.build_box(t, d, n, parts)
     return out
 
-  def produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
-              made_id: int) -> list[_Shard]:
-    """An op's outputs (maybe partial sums) into ``t``'s stored layout
-    (``Converter.produce``; ``made_id``: :meth:`intern` of the produced boxes and
-    ``keys``)."""
-    stored = self.boxes(t)
+  def produce(self, t: str, tiles, o: int, names: Sequence[Optional[int]], keys: Sequence,
+              made_id: int) -> list[int]:
+    """Output ``o`` of an op (maybe partial sums; ``names``: per device, its copy's output,
+    None where ``tiles`` has no tile) into ``t``'s stored layout, per device the tensor
+    holding its box (``Converter.produce``; ``made_id``: :meth:`intern` of the produced
+    boxes and ``keys``)."""
     key = ("out", self.g.tensors[t].dtype, made_id, self.held_id(t))
-    got = self.s.converted(key, [None if s is None else s.tensor for s in produced],
-                           lambda: self._produce(t, produced, keys, stored))
-    return [_Shard(s, g, d) for d, (s, g) in enumerate(zip(stored, got))]
+    return self.s.converted(key, names, lambda: self._produce(
+        t, [None if tile is None else _Shard(tile.outputs[o], n, d)
+            for d, (tile, n) in enumerate(zip(tiles, names))], keys, self.boxes(t)))
 
   def _produce(self, t: str, produced: Sequence[Optional[_Shard]], keys: Sequence,
                stored: Sequence[Region]) -> list[Optional[int]]:
@@ -498,10 +508,10 @@ class _Model:
     by_need = self.needs.setdefault(t, {})
     got = by_need.get(need_id)
     if got is None:
-      have = self.shards_of(t)
+      have = self.stored_of(t)
       key = ("in", self.g.tensors[t].dtype, self.held_id(t), need_id)
-      got = by_need[need_id] = self.s.converted(key, [s.tensor for s in have],
-                                                lambda: self.gather(t, have, need))
+      got = by_need[need_id] = self.s.converted(
+          key, have, lambda: self.gather(t, self.shards(t, have), need))
     return got
 
   # ---------------------------------------------------------------- ops
@@ -569,16 +579,14 @@ class _Model:
       first = self._scalar_ops.setdefault(("op", key, tuple(tuple(w) for w in wired)), op)
       if first is not op:
         for t, u in zip(op.outputs, first.outputs):
-          self.shards[t] = self.shards[u]
+          self.stored[t] = self.stored[u]
         return
     # The copies are a function of the tiles (of the context key, which has the outputs'
     # dtypes), given what they read: equal ops (the steps of an unrolled RNN) replay them.
     names = self.s.converted(("op", key), [x for w in wired for x in w],
                              lambda: self.copies(op, tiles, wired))
     for o, t in enumerate(op.outputs):
-      produced = [None if tile is None else _Shard(tile.outputs[o], names[o * self.k + d], d)
-                  for d, tile in enumerate(tiles)]
-      self.shards[t] = self.produce(t, produced, *made[o])
+      self.stored[t] = self.produce(t, tiles, o, names[o * self.k:(o + 1) * self.k], *made[o])
 
   def copies(self, op, tiles, wired: list[list[Optional[int]]]) -> list[Optional[int]]:
     """Every device's copy of ``op`` (its tile; ``wired``: per input, the tensor each device
@@ -641,12 +649,12 @@ class _Model:
       key = ("read", op.inputs[0], op.context.attrs.get("dtype"), self.controls(op.name))
       first = self._scalar_ops.setdefault(key, op)
       if first is not op:
-        self.shards[h] = self.shards[first.outputs[0]]
+        self.stored[h] = self.stored[first.outputs[0]]
         return
     names = [self.s.add("ReadVariableOp", d, (), (self.nbytes(op.inputs[0], box),) if h else ())
              for d, box in enumerate(self.boxes(op.inputs[0]))]
     if h:
-      self.shards[h] = [_Shard(box, n, d) for d, (box, n) in enumerate(zip(self.boxes(h), names))]
+      self.stored[h] = names
 
   def update(self, op) -> None:
     h = op.inputs[0]
@@ -663,7 +671,7 @@ class _Model:
         if i in gathered:
           inputs.append(gathered[i][d])
         elif t is not None and t not in self.g.variables:
-          inputs.append(self.shards_of(t)[d].tensor)
+          inputs.append(self.stored_of(t)[d])
       self.s.add(op.op_type, d, inputs)
 
   def scatter(self, op, d: int, box: Region, indices: int, updates: int) -> None:
