@@ -6,13 +6,16 @@
 A 2-core machine's speed drifts by tens of per cent within an hour, so two
 versions timed one after the other compare the hours, not the code.  Here each
 version runs in a process of its own (``PYTHONPATH`` set to its checkout: a
-``git worktree`` of the revision, or this working tree), traces the model and
+``git worktree`` of the revision, or this working tree; the timing code,
+``zoo_graphs.cold_plan_with_memory``, is this tree's for both), traces the model and
 plans it once, and then the two processes take turns through a token file:
 version A times a round, then version B, and so on.  A round is, per k, a cold
 plan (a new view and Describer, as one ``tf_tofu.plan`` after tracing; no
 memory estimate) and then the memory estimate with that plan's Describer
-(``layout.memory.plan_memory``: the single-device peak and the plan's).  Each
-round starts after ``gc.collect()``.  Printed: every round, and per version
+(``layout.memory.plan_memory``: the single-device peak and the plan's), in one
+``collector.bulk`` block as in ``tf_tofu.plan``.  Each round starts after
+``gc.collect()``.  Medians of 3 rounds have differed by 15 % between two versions
+with the same memory-estimate code on a 2-core machine: take 8 rounds or more.  Printed: every round, and per version
 and k the median seconds; the predicted bytes and the worst device's peak must
 be equal in every round of both versions (a speed change must not change a
 plan), else the tool says so and exits 1.  Nothing is written to the docs: the
