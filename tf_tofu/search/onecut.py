@@ -77,7 +77,6 @@ keep it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Mapping, Optional, Sequence
 
@@ -125,13 +124,7 @@ class LevelResult:
 
 
 def candidate_states(shape: Sequence[int], n: int, allow_rep: bool) -> tuple[State, ...]:
-  """Cuts of every dim of size >= n; REP when none exists or when allowed (one tuple per
-  distinct arguments: every tensor group of every level asks)."""
-  return _candidate_states(tuple(shape), n, allow_rep)
-
-
-@functools.lru_cache(maxsize=4096)
-def _candidate_states(shape: tuple[int, ...], n: int, allow_rep: bool) -> tuple[State, ...]:
+  """Cuts of every dim of size >= n; REP when none exists or when allowed."""
   cuts = tuple(Cut(d) for d, s in enumerate(shape) if s >= n)
   return cuts + (REP,) if (allow_rep or not cuts) else cuts
 
@@ -794,16 +787,16 @@ def finish_level(problem: LevelProblem, assignment: Sequence[int], proven_optima
       order = np.argsort(vec, kind="stable")
       best = int(order[0])
       alt = int(order[1]) if len(order) > 1 and np.isfinite(vec[order[1]]) else None
-      cost, alt_cost = float(vec[best]), None if alt is None else float(vec[alt])
-      got = picked[key] = (best, [Choice(names[best][m], cost,
-                                         None if alt is None else names[alt][m], alt_cost)
-                                  for m in range(len(members))])
-    best, member_choices = got
+      got = picked[key] = (
+          best, names[best], float(vec[best]),
+          None if alt is None else names[alt], None if alt is None else float(vec[alt]))
+    best, best_names, best_cost, alt_names, alt_cost = got
     if isinstance(stack, AxisTable):
       full[aux] = best
       aux += 1
-    for op, choice in zip(members, member_choices):
-      choices[op.name] = choice
+    for m, op in enumerate(members):
+      choices[op.name] = Choice(best_names[m], best_cost,
+                                None if alt_names is None else alt_names[m], alt_cost)
   states = tuple(problem.domains[g][assignment[g]] for g in range(groups))
   return LevelResult(n=problem.n, group_states=states, choices=choices,
                      objective=dp.evaluate(problem.factors, full),
