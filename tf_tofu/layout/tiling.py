@@ -240,35 +240,48 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
     tile = Tile(whole_in, whole_out, tuple(() for _ in whole_out), ctx,
                 tuple(1.0 for _ in whole_out))
     return (tile,) + (None,) * (k - 1)
-  tiles: list[Tile] = []
-  children: dict = {}  # (id of a sub-op's context, level) -> its n steps
+  walk = _TileWalk(strategy, factors, describer)
+  walk.down(0, ctx, whole_in, whole_out, tuple(() for _ in whole_out),
+            tuple(1.0 for _ in whole_out))
+  return tuple(walk.tiles)
 
-  def walk(level: int, cur: OpContext, ins, outs, keys: tuple, scale: tuple) -> None:
-    if level == len(factors):
+
+class _TileWalk:
+  """One :func:`op_tiles` walk down the level tree, its tiles in device order.  A class,
+  not a recursive closure: a closure that calls itself is a reference cycle, which would
+  keep every walk's tiles and steps alive until the cyclic collector ran."""
+
+  __slots__ = ("strategy", "factors", "describer", "pool", "tiles", "children")
+
+  def __init__(self, strategy: Sequence[str], factors: Sequence[int], describer: Describer):
+    self.strategy, self.factors, self.describer = strategy, factors, describer
+    self.pool = describer.pool
+    self.tiles: list[Tile] = []
+    self.children: dict = {}  # (id of a sub-op's context, level) -> its n steps
+
+  def down(self, level: int, cur: OpContext, ins, outs, keys: tuple, scale: tuple) -> None:
+    tiles, pool = self.tiles, self.pool
+    if level == len(self.factors):
       tiles.append(Tile(ins, outs, keys, cur, scale))
       return
-    steps = children.get((id(cur), level))
+    steps = self.children.get((id(cur), level))
     if steps is None:
-      n = factors[level]
-      steps = children[(id(cur), level)] = [descend(cur, strategy[level], n, w, describer,
-                                                    level + 1) for w in range(n)]
+      n = self.factors[level]
+      steps = self.children[(id(cur), level)] = [
+          descend(cur, self.strategy[level], n, w, self.describer, level + 1) for w in range(n)]
     if steps[0].view is None:  # every worker runs cur: n equal subtrees
       first = len(tiles)
-      walk(level + 1, cur, ins, outs, keys, scale)
+      self.down(level + 1, cur, ins, outs, keys, scale)
       tiles.extend(tiles[first:] * (len(steps) - 1))
       return
     for w, step in enumerate(steps):
-      walk(level + 1, step.context,
-           tuple(None if r is None else r if o is None else pool.offset(r, o)
-                 for r, o in zip(step.view.input_regions, ins)),
-           tuple(pool.offset(r, o) for r, o in zip(step.view.output_regions, outs)),
-           tuple(key + (w,) if p else key for key, p in zip(keys, step.partial)),
-           scale if step.scale is None else
-           tuple(s * float(f) for s, f in zip(scale, step.scale)))
-
-  walk(0, ctx, whole_in, whole_out, tuple(() for _ in whole_out),
-       tuple(1.0 for _ in whole_out))
-  return tuple(tiles)
+      self.down(level + 1, step.context,
+                tuple(None if r is None else r if o is None else pool.offset(r, o)
+                      for r, o in zip(step.view.input_regions, ins)),
+                tuple(pool.offset(r, o) for r, o in zip(step.view.output_regions, outs)),
+                tuple(key + (w,) if p else key for key, p in zip(keys, step.partial)),
+                scale if step.scale is None else
+                tuple(s * float(f) for s, f in zip(scale, step.scale)))
 
 
 def _is_meta(ctx: OpContext, describer: Describer, i: int) -> bool:

@@ -28,15 +28,19 @@ def build_box(b: comm.GraphBuilder, name: str, target: Region, parts: Sequence[S
   if not parts:
     raise ValueError(f"{name}: no parts to assemble {target} from")
   tree = guillotine.tree(target, [p.box for p in parts])
-  counter = [0]
+  return _concat_tree(b, name, parts, tree, dtype, device, [0])
 
-  def emit(t: guillotine.Tree) -> str:
-    if isinstance(t, int):
-      return parts[t].tensor
-    dim, subs = t
-    xs = [emit(s) for _, s in subs]
-    counter[0] += 1
-    return comm.concat(b, f"{name}/concat{counter[0] if counter[0] > 1 else ''}", xs, dim,
-                       dtype, device)
 
-  return emit(tree)
+def _concat_tree(b: comm.GraphBuilder, name: str, parts: Sequence[Shard], tree: guillotine.Tree,
+                 dtype: str, device: str, counter: list) -> str:
+  """The concats of guillotine (sub)tree ``tree``, named ``<name>/concat``, ``concat2``, ...
+  in the order they are made (``counter``: how many so far).  A function, not a recursive
+  closure: a closure that calls itself is a reference cycle, which would keep the builder
+  alive until the cyclic collector ran."""
+  if isinstance(tree, int):
+    return parts[tree].tensor
+  dim, subs = tree
+  xs = [_concat_tree(b, name, parts, s, dtype, device, counter) for _, s in subs]
+  counter[0] += 1
+  return comm.concat(b, f"{name}/concat{counter[0] if counter[0] > 1 else ''}", xs, dim,
+                     dtype, device)

@@ -52,15 +52,17 @@ def _assembled(p: Partitioned, t: str, shards: Sequence[tf.Tensor]) -> tf.Tensor
     return shards[0]
   from tf_tofu.core.regions import Region
   tree = guillotine.tree(Region.whole(p.shapes[t]), [s.box for s in parts])
-
-  def emit(node):
-    if isinstance(node, int):
-      return shards[node]
-    dim, subs = node
-    return tf.concat([emit(n) for _, n in subs], axis=dim)
-
   with tf.device(p.devices[parts[0].device]):
-    return emit(tree)
+    return _concat_tree(tree, shards)
+
+
+def _concat_tree(node, shards: Sequence[tf.Tensor]) -> tf.Tensor:
+  """The tf.concat of guillotine (sub)tree ``node`` of the shards (a function, not a
+  recursive closure, which would be a reference cycle)."""
+  if isinstance(node, int):
+    return shards[node]
+  dim, subs = node
+  return tf.concat([_concat_tree(n, shards) for _, n in subs], axis=dim)
 
 
 class PartitionedModule(tf.Module):

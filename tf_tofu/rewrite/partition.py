@@ -186,29 +186,31 @@ def control_sources(graph: SearchGraph) -> dict[str, tuple[str, ...]]:
   ignored ops (a ``NoOp``'s own control inputs stand for it)."""
   by_name = {op.name: op for op in graph.ops}
   memo: dict[str, tuple[str, ...]] = {}
-
-  def resolve(name: str, seen: frozenset) -> tuple[str, ...]:
-    op = by_name.get(name)
-    if op is None or op.kind == "source" or name in seen:
-      return ()
-    if op.kind != "ignored":
-      return (name,)
-    if name not in memo:
-      out: list[str] = []
-      for c in op.control_inputs:
-        out.extend(x for x in resolve(c, seen | {name}) if x not in out)
-      memo[name] = tuple(out)
-    return memo[name]
-
   result = {}
   for op in _work(graph):
     out: list[str] = []
     for c in op.control_inputs:
-      out.extend(x for x in resolve(c, frozenset()) if x not in out)
+      out.extend(x for x in _resolve(by_name, memo, c, frozenset()) if x not in out)
     result[op.name] = tuple(out)
-  result.update({name: resolve(name, frozenset()) for name in graph.control_outputs
-                 if name not in result})
+  result.update({name: _resolve(by_name, memo, name, frozenset())
+                 for name in graph.control_outputs if name not in result})
   return result
+
+
+def _resolve(by_name: dict, memo: dict, name: str, seen: frozenset) -> tuple[str, ...]:
+  """The ops that emit nodes standing for control input ``name`` (``memo``: an ignored
+  op's, once).  A function, not a recursive closure, which would be a reference cycle."""
+  op = by_name.get(name)
+  if op is None or op.kind == "source" or name in seen:
+    return ()
+  if op.kind != "ignored":
+    return (name,)
+  if name not in memo:
+    out: list[str] = []
+    for c in op.control_inputs:
+      out.extend(x for x in _resolve(by_name, memo, c, seen | {name}) if x not in out)
+    memo[name] = tuple(out)
+  return memo[name]
 
 
 def _topological(graph: SearchGraph, controls: dict[str, tuple[str, ...]]) -> list[SOp]:
