@@ -93,15 +93,35 @@ def check_choice(what: str, value: str, allowed: Sequence[str]) -> None:
 
 @contextlib.contextmanager
 def build_scope(materialize: bool) -> Iterator[Optional[tf.Graph]]:
-  """Eager when ``materialize``, else a fresh graph whose variables stay uninitialised."""
+  """Eager when ``materialize``, else a fresh graph whose variables stay uninitialised;
+  Keras layers built in it start from :func:`seeded_keras_weights`."""
   if materialize:
     if not tf.executing_eagerly():
       raise RuntimeError("materialize=True needs eager execution (you are inside a graph)")
-    yield None
+    with seeded_keras_weights():
+      yield None
   else:
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), seeded_keras_weights():
       yield graph
+
+
+@contextlib.contextmanager
+def seeded_keras_weights(seed: int = 0) -> Iterator[None]:
+  """Keras layers built in the block start from the same weights in every process.
+
+  Keras 3 draws the seed of an initializer made without one (every layer's default)
+  from Python's global ``random``, so a model's initial weights differed from process
+  to process; the plain-TF models are seeded by variable name (:func:`glorot`).  The
+  block seeds ``random`` with ``seed`` and gives the caller's state back on exit.
+  """
+  import random
+  state = random.getstate()
+  random.seed(seed)
+  try:
+    yield
+  finally:
+    random.setstate(state)
 
 
 def glorot(shape: Sequence[int], fan_in: int, fan_out: int, name: str,

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
-from tf_tofu.models.common import TrainStep, check_choice, check_dtype, tf_variables
+from tf_tofu.models.common import (TrainStep, check_choice, check_dtype,
+                                   seeded_keras_weights, tf_variables)
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 BATCH = 4
@@ -204,7 +205,7 @@ def train_step(make_model: Callable[[], Any], name: str, optimizer: str = "adam"
   examples, as for :func:`build`."""
   check_dtype(dtype)
   check_choice("loss", loss, LOSSES)
-  with floatx(dtype):
+  with floatx(dtype), seeded_keras_weights():
     model = make_model()
     opt = keras_optimizer(optimizer)
     opt.build(model.trainable_variables)
