@@ -13,6 +13,7 @@ from absl.testing import absltest, parameterized
 
 from tests import cpu_devices
 import tf_tofu  # noqa: E402
+from tf_tofu.models.common import seeded_keras_weights  # noqa: E402
 from tf_tofu.rewrite import padding  # noqa: E402
 from tf_tofu.verify import equivalence  # noqa: E402
 
@@ -23,14 +24,15 @@ def setUpModule():
 
 def _keras_depthwise_step(dtype):
   import keras
-  model = keras.Sequential([
-      keras.Input((7, 9, 3), batch_size=4, dtype=dtype),
-      keras.layers.Conv2D(4, 1, dtype=dtype),
-      keras.layers.DepthwiseConv2D(3, padding="same", strides=2, dtype=dtype),
-      keras.layers.DepthwiseConv2D((2, 3), padding="valid", depth_multiplier=2, dtype=dtype),
-      keras.layers.ReLU(dtype=dtype),
-      keras.layers.GlobalAveragePooling2D(dtype=dtype),
-      keras.layers.Dense(5, dtype=dtype)])
+  with seeded_keras_weights():  # the same weights in every run
+    model = keras.Sequential([
+        keras.Input((7, 9, 3), batch_size=4, dtype=dtype),
+        keras.layers.Conv2D(4, 1, dtype=dtype),
+        keras.layers.DepthwiseConv2D(3, padding="same", strides=2, dtype=dtype),
+        keras.layers.DepthwiseConv2D((2, 3), padding="valid", depth_multiplier=2, dtype=dtype),
+        keras.layers.ReLU(dtype=dtype),
+        keras.layers.GlobalAveragePooling2D(dtype=dtype),
+        keras.layers.Dense(5, dtype=dtype)])
   opt = keras.optimizers.SGD(0.1)
   opt.build(model.trainable_variables)
 
