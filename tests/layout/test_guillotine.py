@@ -72,6 +72,28 @@ class GuillotineTest(parameterized.TestCase):
     self.assertEqual(guillotine.tree(t, parts),
                      (0, ((Region.of([(0, 4), (0, 4)]), 1), (Region.of([(4, 8), (0, 4)]), 0))))
 
+  def test_fold_joins_each_node_after_its_slabs(self):
+    # Folding the boxes back: each join gets its slabs' boxes in order along its dim, and
+    # builds exactly the node's box; joins come children first.
+    t = Region.of([(0, 4), (0, 6)])
+    parts = [Region.of([(0, 2), (0, 3)]), Region.of([(0, 2), (3, 6)]),
+             Region.of([(2, 4), (0, 6)])]
+    joins = []
+
+    def join(dim, xs, box):
+      joins.append((dim, box))
+      lo = box.intervals[dim].lo
+      for x in xs:  # the slabs tile the box along dim, in order
+        self.assertEqual(x.intervals[:dim] + x.intervals[dim + 1:],
+                         box.intervals[:dim] + box.intervals[dim + 1:])
+        self.assertEqual(x.intervals[dim].lo, lo)
+        lo = x.intervals[dim].hi
+      self.assertEqual(lo, box.intervals[dim].hi)
+      return box
+
+    self.assertEqual(guillotine.fold(guillotine.tree(t, parts), t, parts.__getitem__, join), t)
+    self.assertEqual(joins, [(1, Region.of([(0, 2), (0, 6)])), (0, t)])
+
   def test_two_dims(self):
     t = Region.of([(0, 4), (0, 6)])
     parts = [Region.of([(0, 2), (0, 3)]), Region.of([(0, 2), (3, 6)]),

@@ -8,20 +8,22 @@ along that dim.  Parts that come from layouts and tiles (recursive block
 cuts, and their intersections with any box) always admit such a cut;
 anything else is refused with the boxes in the message.
 
-The rewrite emits one ``ConcatV2`` per inner node (``rewrite.assemble``);
-the memory model sizes one buffer per inner node (``layout.memory``).
+The rewrite emits one ``ConcatV2`` per inner node (``rewrite.assemble``,
+``rewrite.export``); the memory model sizes one buffer per inner node
+(``layout.memory``); each walks the tree with :func:`fold`.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Sequence, Union
+from typing import Callable, Sequence, TypeVar, Union
 
 from tf_tofu.core.regions import Interval, Region
 
 # A leaf is the index of a part; a node is (dim, ((slab, subtree), ...)): the slabs
 # along ``dim``, in order, each with the tree that builds it.
 Tree = Union[int, tuple[int, tuple[tuple[Region, "Tree"], ...]]]
+T = TypeVar("T")
 
 
 def check_partition(target: Region, boxes: Sequence[Region]) -> None:
@@ -67,6 +69,19 @@ def _tree(target: Region, idx: list[int], boxes: Sequence[Region]) -> Tree:
                    "they cannot be assembled by concatenation")
 
 
+def fold(tree: Tree, box: Region, leaf: Callable[[int], T],
+         join: Callable[[int, list, Region], T]) -> T:
+  """``box`` built bottom-up from ``tree``: ``leaf(i)`` for part ``i``, and for each inner
+  node ``join(dim, the values of its slabs in order, the node's box)``, every node after
+  its slabs (post-order).  One module-level walk for every user: a closure that calls
+  itself is a reference cycle, which would keep what it holds alive until the cyclic
+  collector ran."""
+  if isinstance(tree, int):
+    return leaf(tree)
+  dim, subs = tree
+  return join(dim, [fold(sub, slab, leaf, join) for slab, sub in subs], box)
+
+
 def _edges(lo: int, hi: int, spans: Sequence[tuple[int, int]]) -> list[int]:
   """``[lo, c_1, ..., hi]``: every end ``c`` of a span with ``lo < c < hi`` that no span
   ``[a, z)`` straddles (``a < c < z``), in order.  One sweep of the spans by start: ``c``
@@ -84,4 +99,4 @@ def _edges(lo: int, hi: int, spans: Sequence[tuple[int, int]]) -> list[int]:
   return edges
 
 
-__all__ = ["Tree", "check_partition", "tree"]
+__all__ = ["Tree", "check_partition", "fold", "tree"]

@@ -418,17 +418,10 @@ class _Model:
     key = ("tree", target, tuple(p.box for p in parts))
     if key not in self._pieces:
       self._pieces[key] = guillotine.tree(target, key[2])
-    return self._concat_tree(t, d, parts, self._pieces[key], target)
-
-  def _concat_tree(self, t: str, d: int, parts: Sequence[_Shard], node, box: Region) -> int:
-    """The ConcatV2 nodes of guillotine (sub)tree ``node`` of ``box``.  A method, not a
-    recursive closure: a closure that calls itself is a reference cycle, which would keep
-    this model and all it holds alive until the cyclic collector ran."""
-    if isinstance(node, int):
-      return parts[node].tensor
-    dim, subs = node
-    xs = [self._concat_tree(t, d, parts, sub, slab) for slab, sub in subs]
-    return self.s.add("ConcatV2", d, (*xs, self.s.index_const(d, dim)), (self.nbytes(t, box),))
+    return guillotine.fold(
+        self._pieces[key], target, lambda i: parts[i].tensor,
+        lambda dim, xs, box: self.s.add("ConcatV2", d, (*xs, self.s.index_const(d, dim)),
+                                        (self.nbytes(t, box),)))
 
   def pieces(self, have: Sequence[Optional[Region]], need: Sequence[Optional[Region]]):
     key = ("gather", tuple(have), tuple(need))

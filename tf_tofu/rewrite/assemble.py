@@ -5,6 +5,7 @@ pieces it receives)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Sequence
 
 from tf_tofu.core.regions import Region
@@ -28,19 +29,10 @@ def build_box(b: comm.GraphBuilder, name: str, target: Region, parts: Sequence[S
   if not parts:
     raise ValueError(f"{name}: no parts to assemble {target} from")
   tree = guillotine.tree(target, [p.box for p in parts])
-  return _concat_tree(b, name, parts, tree, dtype, device, [0])
+  made = itertools.count(1)
 
+  def concat(dim: int, xs: list, _) -> str:  # named <name>/concat, concat2, ... as made
+    c = next(made)
+    return comm.concat(b, f"{name}/concat{c if c > 1 else ''}", xs, dim, dtype, device)
 
-def _concat_tree(b: comm.GraphBuilder, name: str, parts: Sequence[Shard], tree: guillotine.Tree,
-                 dtype: str, device: str, counter: list) -> str:
-  """The concats of guillotine (sub)tree ``tree``, named ``<name>/concat``, ``concat2``, ...
-  in the order they are made (``counter``: how many so far).  A function, not a recursive
-  closure: a closure that calls itself is a reference cycle, which would keep the builder
-  alive until the cyclic collector ran."""
-  if isinstance(tree, int):
-    return parts[tree].tensor
-  dim, subs = tree
-  xs = [_concat_tree(b, name, parts, s, dtype, device, counter) for _, s in subs]
-  counter[0] += 1
-  return comm.concat(b, f"{name}/concat{counter[0] if counter[0] > 1 else ''}", xs, dim,
-                     dtype, device)
+  return guillotine.fold(tree, target, lambda i: parts[i].tensor, concat)

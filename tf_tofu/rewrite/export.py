@@ -51,18 +51,11 @@ def _assembled(p: Partitioned, t: str, shards: Sequence[tf.Tensor]) -> tf.Tensor
   if len(parts) == 1:
     return shards[0]
   from tf_tofu.core.regions import Region
-  tree = guillotine.tree(Region.whole(p.shapes[t]), [s.box for s in parts])
+  whole = Region.whole(p.shapes[t])
+  tree = guillotine.tree(whole, [s.box for s in parts])
   with tf.device(p.devices[parts[0].device]):
-    return _concat_tree(tree, shards)
-
-
-def _concat_tree(node, shards: Sequence[tf.Tensor]) -> tf.Tensor:
-  """The tf.concat of guillotine (sub)tree ``node`` of the shards (a function, not a
-  recursive closure, which would be a reference cycle)."""
-  if isinstance(node, int):
-    return shards[node]
-  dim, subs = node
-  return tf.concat([_concat_tree(n, shards) for _, n in subs], axis=dim)
+    return guillotine.fold(tree, whole, lambda i: shards[i],
+                           lambda dim, xs, _: tf.concat(xs, axis=dim))
 
 
 class PartitionedModule(tf.Module):
