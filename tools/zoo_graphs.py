@@ -109,6 +109,22 @@ def cold_plan(graph, devices, **options):
   return plan, seconds
 
 
+def cold_view_seconds(graph) -> float:
+  """Seconds to read the traced ``graph`` into the search's view, cold (a new Describer,
+  after ``gc.collect()``, in a ``collector.bulk`` block): every op described, no search.
+  :func:`cold_plan`'s seconds include this; it is what planning at op granularity pays
+  before its first level, whatever the search."""
+  import gc
+  from tf_tofu.core import collector
+  from tf_tofu.graph import view
+  from tf_tofu.opdefs.registry import Describer
+  gc.collect()
+  with collector.bulk():
+    start = time.perf_counter()
+    view.from_tofu_graph(graph, Describer())
+    return time.perf_counter() - start
+
+
 def cold_plan_with_memory(graph, devices, **options):
   """``(plan, seconds, memory, memory seconds)``: :func:`cold_plan`, then the memory
   estimate a default ``tf_tofu.plan`` adds (``layout.memory.plan_memory`` with the plan's
