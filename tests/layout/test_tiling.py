@@ -148,6 +148,21 @@ class OpTilesTest(absltest.TestCase):
       self.assertEqual((x.inputs, x.outputs, x.partial_key), (y.inputs, y.outputs, y.partial_key))
     self.assertEqual(a, tiling.op_tiles(ctx, ("i", "k"), (2, 2), Describer()))
 
+  def test_tiles_are_made_once_per_key_and_kept_by_the_describer(self):
+    # The exact count, the memory estimate and the rewrite of a plan ask for the same
+    # tiles: one walk per (context key, strategy, factors), whatever the op's name.
+    describer = Describer()
+    ctx = matmul_ctx(m=7)
+    twin = dataclasses.replace(ctx, name=ctx.name + "_twin")
+    a = tiling.op_tiles(ctx, ("i", "k"), (2, 2), describer)
+    self.assertIs(tiling.op_tiles(twin, ["i", "k"], [2, 2], describer), a)
+    self.assertEqual(len(describer.tiles), 1)
+    for strategy, factors in ((("k", "i"), (2, 2)), (("i", "k"), (2, 3))):
+      other = tiling.op_tiles(ctx, strategy, factors, describer)
+      self.assertIsNot(other, a)
+      self.assertEqual(other, tiling.op_tiles(ctx, strategy, factors, Describer()))
+    self.assertEqual(len(describer.tiles), 3)
+
   def test_a_replicated_level_repeats_its_subtree(self):
     tiles = tiling.op_tiles(matmul_ctx(m=7), ("replicate", "i"), (2, 2), Describer())
     self.assertIs(tiles[2], tiles[0])

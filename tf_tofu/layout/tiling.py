@@ -224,8 +224,20 @@ def op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
   level, not one per device and level.  Below a replicated level the ``n``
   subtrees are equal, and share their Tile objects.  The tiles' boxes come
   from the describer's ``regions.Pool``: equal boxes of any ops' tiles are one
-  object.
+  object.  The tiles are a function of the context's key, the strategy and the factors
+  (not of the op's name), made once and kept in ``describer.tiles``: the exact count of
+  a plan, its memory estimate and its rewrite share them, and so do the equal ops of
+  repeated blocks.
   """
+  key = (context_key(ctx), tuple(strategy), tuple(factors))
+  got = describer.tiles.get(key)
+  if got is None:
+    got = describer.tiles[key] = _op_tiles(ctx, strategy, factors, describer)
+  return got
+
+
+def _op_tiles(ctx: OpContext, strategy: Sequence[str], factors: Sequence[int],
+              describer: Describer) -> tuple[Optional[Tile], ...]:
   k = num_devices(factors)
   if len(strategy) != len(factors):
     raise TilingError(f"op {ctx.name!r}: strategy {list(strategy)} has {len(strategy)} levels, "

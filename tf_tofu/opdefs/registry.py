@@ -107,8 +107,10 @@ class Describer:
   The strategies' boxes come from one ``regions.Pool`` (``pool``): equal boxes
   of different ops are one object, so the caches keyed by them compare by
   identity.  ``steps`` and ``sub_ops`` keep what the tiling derives from them
-  (``tiling.descend``).  The caches belong to the Describer object, never to
-  the module.
+  (``tiling.descend``), and ``tiles`` every device's tile of an op under a
+  strategy (``tiling.op_tiles``), which the exact count, the memory estimate and
+  the rewrite of a plan all read.  The caches belong to the Describer object,
+  never to the module.
   """
 
   def __init__(self):
@@ -119,6 +121,8 @@ class Describer:
     # sub-ops, one object per context key.
     self.steps: dict = {}
     self.sub_ops: dict = {}
+    # tiling.op_tiles, keyed by (context key, strategy, factors).
+    self.tiles: dict = {}
     self.hits = 0
 
   def strategies(self, sem: Semantics, n: int) -> tuple:

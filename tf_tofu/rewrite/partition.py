@@ -269,7 +269,6 @@ class _Partitioner:
     self.feeds: dict[str, tuple[FeedShard, ...]] = {}
     self.variables: dict[str, VariableShards] = {}
     self.nodes_of: dict[str, list[Optional[str]]] = {}  # op -> its node on each device
-    self._tiles: dict = {}
     self._controls: dict[str, tuple[str, ...]] = {}
     self._scalar_ops: dict[tuple, SOp] = {}  # identical scalar computations: the first
     self._shared: set[str] = set()           # ops that share an earlier op's nodes
@@ -370,11 +369,8 @@ class _Partitioner:
     strategy = self.plan.strategies.get(op.name)
     if strategy is None:
       raise PlanError(f"the plan has no strategy for op {op.name!r}")
-    # Identical ops (repeated blocks) share their tiles, as in search.evaluate.
-    key = (context_key(op.context), tuple(strategy))
-    if key not in self._tiles:
-      self._tiles[key] = tiling.op_tiles(op.context, strategy, self.factors, self.describer)
-    tiles = self._tiles[key]
+    # Identical ops (repeated blocks) share their tiles, kept by the describer.
+    tiles = tiling.op_tiles(op.context, strategy, self.factors, self.describer)
     wired: list[list[Optional[str]]] = []
     for i, t in enumerate(op.inputs):
       need = tuple(tile.inputs[i] if tile else None for tile in tiles)
@@ -385,7 +381,7 @@ class _Partitioner:
       else:
         wired.append(self._input(t, need))
     if self._scalar_replicated(op, tiles) and self._share(
-        op, ("op", key, tuple(tuple(w) for w in wired))):
+        op, ("op", context_key(op.context), tuple(strategy), tuple(tuple(w) for w in wired))):
       return
     produced: list[list[Optional[Shard]]] = [[None] * self.k for _ in op.outputs]
     nodes: list[Optional[str]] = [None] * self.k

@@ -55,26 +55,24 @@ class Evaluation:
 
 
 class EvalCache:
-  """Tiles and pieces of plans with one factor order, each a pure function of its key.
+  """Blocks and pieces of plans with one factor order, each a pure function of its key.
 
-  ``held[(shape, layout)]``: every device's block; ``tiles[(op context key,
-  strategy)]``: every device's tile of the op; ``pieces[...]``: the elements a
+  ``held[(shape, layout)]``: every device's block; ``pieces[...]``: the elements a
   conversion moves, per level and per device pair.  One cache may serve every
   plan of a search with these factors (the planners of one ``planners.run``
   agree on most tensors and ops), and never changes a result.
 
-  The tiles' boxes come from the describer's ``regions.Pool``: equal boxes of
-  different ops' tiles are the same object.  ``needs[(tiles key, input)]``
-  is what the devices' tiles read of an input and a small int naming that need
-  (``need_ids``: equal needs of different ops, one int), which keys the feed
-  pieces: a need is a tuple of k boxes, hashed once here rather than at every
-  reader of every tensor.
+  Every device's tile of an op (``tiling.op_tiles``) is kept by the describer, whose
+  ``regions.Pool`` makes equal boxes of different ops' tiles the same object.
+  ``needs[(tiles key, input)]`` is what the devices' tiles read of an input and a
+  small int naming that need (``need_ids``: equal needs of different ops, one int),
+  which keys the feed pieces: a need is a tuple of k boxes, hashed once here rather
+  than at every reader of every tensor.
   """
 
   def __init__(self, factors: Sequence[int]):
     self.factors = tuple(factors)
     self.held: dict = {}
-    self.tiles: dict = {}
     self.pieces: dict = {}
     self.needs: dict = {}
     self.need_ids: dict = {}
@@ -94,12 +92,8 @@ class EvalCache:
     return self.need_ids.setdefault(boxes, len(self.need_ids))
 
   def op_tiles(self, ctx, strategy: tuple[str, ...], describer: Describer) -> tuple:
-    """``tiling.op_tiles`` of the op, once per (context key, strategy)."""
-    key = (context_key(ctx), strategy)
-    got = self.tiles.get(key)
-    if got is None:
-      got = self.tiles[key] = op_tiles(ctx, strategy, self.factors, describer)
-    return key, got
+    """``(tiles key, tiling.op_tiles of the op)``; the tiles are kept by the describer."""
+    return (context_key(ctx), strategy), op_tiles(ctx, strategy, self.factors, describer)
 
 
 def evaluate(graph: SearchGraph, factors: Sequence[int], layouts: Mapping[str, Sequence[State]],

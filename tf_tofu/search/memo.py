@@ -8,8 +8,9 @@ their later levels see the same sub-ops too.  A :class:`SearchMemo` keeps
 * level pricing per worker count (``onecut.PricingCache``: prices, tables,
   whole level problems and their DP solutions);
 * exact evaluations: whole ones per plan (two planners often return the
-  same plan), and the tiles and pieces per factor order
-  (``evaluate.EvalCache``) that different plans share.
+  same plan), and the blocks and pieces per factor order
+  (``evaluate.EvalCache``) that different plans share (the ops' tiles are kept
+  by the describer, ``tiling.op_tiles``).
 
 Every entry is a pure function of its key (for one describer), so sharing a
 memo never changes a plan, a price or a byte count; it only skips repeated
@@ -54,7 +55,7 @@ class SearchMemo:
     return self._pricing[n]
 
   def eval_cache(self, factors: Sequence[int]) -> EvalCache:
-    """The tiles and pieces of the plans with these factors."""
+    """The blocks and pieces of the plans with these factors."""
     factors = tuple(factors)
     if factors not in self._evaluation:
       self._evaluation[factors] = EvalCache(factors)
