@@ -17,6 +17,7 @@ class DemoTest(CommandCase):
                         f"--out_dir={out_dir}"))
     summary = text[text.index("demo summary:"):]
     self.assertIn("losses match", summary)
+    self.assertRegex(summary, r"\(variables \d\.\de[+-]\d+, the largest in [^\s)]+\)")
     self.assertRegex(summary, r"tofu moves .* per step; the best baseline")
     self.assertRegex(summary, r"worst device peak .* the ideal")
     self.assertRegex(summary, r"memory budget per device -> bytes per step")
