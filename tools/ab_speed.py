@@ -15,11 +15,12 @@ memory estimate) and then the memory estimate with that plan's Describer
 (``layout.memory.plan_memory``: the single-device peak and the plan's), in one
 ``collector.bulk`` block as in ``tf_tofu.plan``.  Each round starts after
 ``gc.collect()``.  Medians of 3 rounds have differed by 15 % between two versions
-with the same memory-estimate code on a 2-core machine: take 8 rounds or more.  Printed: every round, and per version
-and k the median seconds; the predicted bytes and the worst device's peak must
-be equal in every round of both versions (a speed change must not change a
-plan), else the tool says so and exits 1.  Nothing is written to the docs: the
-figures are for a change's note or commit message.
+with the same memory-estimate code on a 2-core machine: take 8 rounds or more.
+Printed: every round, and per version and k the median seconds; the predicted
+bytes and the worst device's peak must be equal in every round of both versions
+(a speed change must not change a plan), else the tool says so and exits 1.
+Nothing is written to the docs: the figures are for a change's note or commit
+message.
 """
 
 from __future__ import annotations

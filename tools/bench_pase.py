@@ -19,8 +19,9 @@ one model: planned one after another in one process, later models ran slower
 is TensorFlow's op graph of the training step (forward, gradients, optimizer
 update), several times finer than PaSE's layer graph.  The *reading* column is
 the part of every cell spent reading the graph into the view
-(``zoo_graphs.cold_view_seconds``: every op described, before any level is
-searched); it grows with the op count whatever the search does.
+(``zoo_graphs.cold_run``: every op described, before any level is searched; the
+fastest of all the model's runs); it grows with the op count whatever the search
+does.
 
 The models, at PaSE's batch sizes:
 
@@ -44,7 +45,7 @@ from absl import app, flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchdoc  # noqa: E402
-from zoo_graphs import cold_plan, cold_view_seconds, pase_step  # noqa: E402
+from zoo_graphs import cold_run, pase_step  # noqa: E402
 
 PS = (4, 8, 16, 32, 64)
 # PaSE's planning seconds per p (None: PaSE ran out of memory), from the issue.
@@ -79,14 +80,15 @@ def _row(name: str, ps) -> str:
   step = pase_step(name)
   with step.context():
     graph = tf_tofu.trace(step.fn, *step.input_signature)
-  reading = min(cold_view_seconds(graph) for _ in range(FLAGS.repeats))
-  print(f"{name} ({len(graph.ops):,} ops): reading the graph {reading:.2f} s", flush=True)
   cells = []
+  readings = []
   for p in ps:
     runs = []
     for _ in range(FLAGS.repeats):
-      plan, seconds = cold_plan(graph, p)
-      runs.append(seconds)
+      run = cold_run(graph, p)
+      plan = run.plan
+      runs.append(run.seconds)
+      readings.append(run.reading)
     secs = min(runs)
     pase = PASE[name][PS.index(p)] if p in PS else None
     print(f"{name} ({len(graph.ops):,} ops) p={p}: {secs:.2f} s (runs "
@@ -94,6 +96,8 @@ def _row(name: str, ps) -> str:
           f"{plan.total_bytes:,} B, proven optimal per level: {plan.proven_optimal}",
           flush=True)
     cells.append(_cell(secs, pase))
+  reading = min(readings)
+  print(f"{name} ({len(graph.ops):,} ops): reading the graph {reading:.2f} s", flush=True)
   bound = " (PaSE: an upper bound)" if name in UPPER_BOUNDS else ""
   return (f"| {name}{bound} | {len(graph.ops):,} | {reading:.2f} | " + " | ".join(cells)
           + " |")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import typing
 
 GPT24 = dict(layers=24, d_model=2048, heads=16, seq=1024, vocab=50257, batch=8, tied=True)
 # A stacked LSTM language model unrolled for 256 steps (PaSE's RNNLM configuration):
@@ -100,43 +101,45 @@ def tiny_zoo_views(optimizer: str = "adam"):
       yield key, flavor, view.from_tofu_graph(graph, describer), describer
 
 
+class ColdRun(typing.NamedTuple):
+  """One :func:`cold_run`: the plan, the plan call's seconds (the view read included), the
+  seconds of reading the graph into the view alone, and the memory estimate with its
+  seconds (None when not asked for)."""
+
+  plan: typing.Any
+  seconds: float
+  reading: float
+  memory: typing.Optional[dict]
+  memory_seconds: typing.Optional[float]
+
+
 def cold_plan(graph, devices, **options):
   """``(plan, seconds)``: plans the traced ``graph`` cold, as a user's first
   ``tf_tofu.plan`` would (a new view and Describer, after ``gc.collect()`` so that
   earlier garbage is not billed to it; no memory estimate), timing the plan call
   alone (tracing excluded)."""
-  plan, seconds, _, _ = _cold_plan(graph, devices, **options)
-  return plan, seconds
-
-
-def cold_view_seconds(graph) -> float:
-  """Seconds to read the traced ``graph`` into the search's view, cold (a new Describer,
-  after ``gc.collect()``, in a ``collector.bulk`` block): every op described, no search.
-  :func:`cold_plan`'s seconds include this; it is what planning at op granularity pays
-  before its first level, whatever the search."""
-  import gc
-  from tf_tofu.core import collector
-  from tf_tofu.graph import view
-  from tf_tofu.opdefs.registry import Describer
-  gc.collect()
-  with collector.bulk():
-    start = time.perf_counter()
-    view.from_tofu_graph(graph, Describer())
-    return time.perf_counter() - start
+  run = cold_run(graph, devices, **options)
+  return run.plan, run.seconds
 
 
 def cold_plan_with_memory(graph, devices, **options):
   """``(plan, seconds, memory, memory seconds)``: :func:`cold_plan`, then the memory
   estimate a default ``tf_tofu.plan`` adds (``layout.memory.plan_memory`` with the plan's
-  view and Describer), timed on its own.  Both run in one ``collector.bulk`` block, as in
-  ``tf_tofu.plan``: in two blocks, the first block's exit lets a middle-generation
-  collection of the plan's whole state (Describer and view, still held) fall at the end
-  of the second, which ``tf_tofu.plan`` does not pay (its block ends after they are
-  dropped); measured on InceptionV3 at k = 8, 0.5-0.6 s of a 1.5 s estimate."""
-  return _cold_plan(graph, devices, True, **options)
+  view and Describer), timed on its own."""
+  run = cold_run(graph, devices, memory=True, **options)
+  return run.plan, run.seconds, run.memory, run.memory_seconds
 
 
-def _cold_plan(graph, devices, memory: bool = False, **options):
+def cold_run(graph, devices, memory: bool = False, **options) -> ColdRun:
+  """:func:`cold_plan` (and, with ``memory``, the estimate), also timing the part of the
+  plan call spent reading the graph into the search's view (every op described, before
+  any level is searched: what planning at op granularity pays whatever the search).
+
+  The plan and the estimate run in one ``collector.bulk`` block, as in ``tf_tofu.plan``:
+  in two blocks, the first block's exit lets a middle-generation collection of the
+  plan's whole state (Describer and view, still held) fall at the end of the second,
+  which ``tf_tofu.plan`` does not pay (its block ends after they are dropped); measured
+  on InceptionV3 at k = 8, 0.5-0.6 s of a 1.5 s estimate."""
   import gc
   from tf_tofu import api
   from tf_tofu.core import collector
@@ -149,10 +152,11 @@ def _cold_plan(graph, devices, memory: bool = False, **options):
     start = time.perf_counter()
     describer = Describer()
     sgraph = view.from_tofu_graph(graph, describer)
+    reading = time.perf_counter() - start
     plan = api.plan_view(sgraph, devices, describer=describer, memory=False, **options)
     seconds = time.perf_counter() - start
     if memory:
       start = time.perf_counter()
       mem = memory_model.plan_memory(sgraph, plan, describer)
       mem_seconds = time.perf_counter() - start
-  return plan, seconds, mem, mem_seconds
+  return ColdRun(plan, seconds, reading, mem, mem_seconds)
